@@ -1,0 +1,52 @@
+"""One function per activity event type. Services call these inside their transaction."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from activity.actors import Actor
+from activity.models import ActivityEvent, EventType
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+
+def _record(
+    event_type: EventType, *, user: AbstractBaseUser | None, actor: Actor, payload: dict
+) -> ActivityEvent:
+    return ActivityEvent.objects.create(
+        event_type=event_type, user=user, payload=payload, **actor.as_fields()
+    )
+
+
+def memory_written(
+    *, user: AbstractBaseUser, actor: Actor, key: str, action: str, source: str, history_id: int
+) -> ActivityEvent:
+    return _record(
+        EventType.MEMORY_WRITTEN,
+        user=user,
+        actor=actor,
+        payload={"key": key, "action": action, "source": source, "history_id": history_id},
+    )
+
+
+def memory_deleted(
+    *, user: AbstractBaseUser, actor: Actor, key: str, history_id: int
+) -> ActivityEvent:
+    return _record(
+        EventType.MEMORY_DELETED,
+        user=user,
+        actor=actor,
+        payload={"key": key, "history_id": history_id},
+    )
+
+
+def work_created(
+    *, user: AbstractBaseUser, actor: Actor, work_id: int, title: str, kind: str
+) -> ActivityEvent:
+    return _record(
+        EventType.WORK_CREATED,
+        user=user,
+        actor=actor,
+        payload={"work_id": work_id, "title": title, "kind": kind},
+    )

@@ -1,0 +1,53 @@
+from django.conf import settings
+from django.db import models
+
+from activity.actors import ActorMixin
+
+
+class EventType(models.TextChoices):
+    MEMORY_WRITTEN = "memory_written", "Memory written"
+    MEMORY_DELETED = "memory_deleted", "Memory deleted"
+    WORK_CREATED = "work_created", "Work created"
+    DOCUMENT_WRITTEN = "document_written", "Document written"
+    DOCUMENT_DELETED = "document_deleted", "Document deleted"
+    CONSOLIDATION_APPLIED = "consolidation_applied", "Consolidation applied"
+    HEARTBEAT_OK = "heartbeat_ok", "Heartbeat OK"
+
+
+class AppendOnlyError(Exception):
+    pass
+
+
+class ActivityEvent(ActorMixin):
+    """One thing that happened. Append-only: written by activity.events, never changed."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="activity_events",
+        help_text="Whose activity this is; empty for the global scope.",
+    )
+    event_type = models.CharField(max_length=32, choices=EventType.choices)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "activity_log"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="activity_user_recent")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(event_type__in=EventType.values), name="activity_event_type"
+            ),
+            ActorMixin.actor_constraint("activity_actor_consistent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_event_type_display()} by {self.actor_label}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError("Activity events are append-only.")
+        super().save(*args, **kwargs)

@@ -1,0 +1,24 @@
+"""Settings for the test suite: a throwaway embedded PostgreSQL per test session.
+
+Set DATABASE_URL to run the suite against another server instead.
+"""
+
+import atexit
+import os
+import shutil
+import tempfile
+
+if "MNEMO_DATA_DIR" not in os.environ:
+    _data_dir = tempfile.mkdtemp(prefix="mnemo-test-")
+    os.environ["MNEMO_DATA_DIR"] = _data_dir
+    os.environ["MNEMO_EMBEDDED_THROWAWAY"] = "1"
+    atexit.register(shutil.rmtree, _data_dir, ignore_errors=True)
+
+from config.settings import *  # noqa: E402, F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ContextConfig(AppConfig):
+    name = "context"
+    verbose_name = "Context"

@@ -1,0 +1,76 @@
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from context.paths import MAX_PATH_LENGTH, InvalidPath, normalize_path
+
+
+def validate_document_path(value: str) -> None:
+    try:
+        normalize_path(value)
+    except InvalidPath as error:
+        raise ValidationError(error.message, code=error.rule) from error
+
+
+class Document(models.Model):
+    """Content the assistant can read and search, addressed by a path inside a scope.
+
+    Scope: a user's own documents (agent empty), one agent's private notes (agent set),
+    or the global/company scope (user and agent empty).
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="documents",
+        help_text="Owner; empty for the global (company) scope.",
+    )
+    agent = models.ForeignKey(
+        "profiles.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="private_documents",
+        help_text="Set when the document is private to one agent.",
+    )
+    path = models.CharField(max_length=MAX_PATH_LENGTH, validators=[validate_document_path])
+    body = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "agent", "path"],
+                name="document_unique_path_per_scope",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(
+                condition=Q(agent__isnull=True) | Q(user__isnull=False),
+                name="document_agent_needs_user",
+            ),
+            # The database refuses the worst paths even if a caller skipped normalize_path.
+            models.CheckConstraint(
+                condition=~Q(path="")
+                & ~Q(path__startswith="/")
+                & ~Q(path__contains="\\")
+                & ~Q(path__contains="//")
+                & ~Q(path__regex=r"(^|/)\.\.?(/|$)"),
+                name="document_path_relative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def scope_label(self) -> str:
+        if self.user_id is None:
+            return "global"
+        if self.agent_id is None:
+            return f"user {self.user}"
+        return f"agent {self.agent} of {self.user}"

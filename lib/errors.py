@@ -1,0 +1,22 @@
+"""Errors the services raise; pages and the API turn them into messages and 4xx answers."""
+
+
+class ServiceError(Exception):
+    code = "error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidInput(ServiceError):
+    code = "invalid"
+
+
+class NotFound(ServiceError):
+    code = "not_found"
+
+
+class MemoryPaused(ServiceError):
+    code = "memory_paused"

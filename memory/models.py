@@ -1,0 +1,140 @@
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Length
+from django.db.models.lookups import Range
+
+from activity.actors import ActorMixin
+from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
+
+MAX_VALUE_LENGTH = 2000
+
+
+class Source(models.TextChoices):
+    USER_STATED = "user_stated", "Stated by the user"
+    TP_EXTRACTED = "tp_extracted", "Noted by an agent"
+    DOCUMENT = "document", "Promoted from a document"
+
+
+class Memory(models.Model):
+    """What the assistant knows about the user: one key/value row per (user, key)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories"
+    )
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
+    value = models.TextField()
+    source = models.CharField(max_length=16, choices=Source.choices)
+    confidence = models.FloatField()
+    tags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    pinned = models.BooleanField(default=False)
+    access_count = models.PositiveIntegerField(default=0)
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "user_context"
+        verbose_name = "memory"
+        verbose_name_plural = "memories"
+        ordering = ["user_id", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="user_context_unique_key"),
+            models.CheckConstraint(condition=Q(key__regex=KEY_PATTERN), name="user_context_key"),
+            models.CheckConstraint(
+                condition=Q(source__in=Source.values), name="user_context_source"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(source=Source.USER_STATED, confidence=1.0)
+                    | Q(
+                        source__in=[Source.TP_EXTRACTED, Source.DOCUMENT],
+                        confidence__gt=0.0,
+                        confidence__lt=1.0,
+                    )
+                ),
+                name="user_context_confidence_for_source",
+            ),
+            models.CheckConstraint(
+                condition=Range(Length("value"), (1, MAX_VALUE_LENGTH)),
+                name="user_context_value_length",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def kind(self) -> str:
+        """The entry kind ("fact", …), "style" or "profile"."""
+        if ":" in self.key:
+            return self.key.split(":", 1)[0]
+        if self.key.startswith(("tone_", "verbosity_")):
+            return "style"
+        return "profile"
+
+    def snapshot(self) -> dict[str, object]:
+        """The user-visible state of the row, as history stores it."""
+        return {
+            "value": self.value,
+            "source": self.source,
+            "confidence": self.confidence,
+            "tags": list(self.tags),
+            "pinned": self.pinned,
+        }
+
+
+class HistoryAction(models.TextChoices):
+    CREATE = "create", "Created"
+    UPDATE = "update", "Updated"
+    DELETE = "delete", "Deleted"
+    RESTORE = "restore", "Restored"
+
+
+class MemoryHistory(ActorMixin):
+    """One row per change to a memory, with the state before and after. Append-only."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_history"
+    )
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
+    memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="history"
+    )
+    action = models.CharField(max_length=8, choices=HistoryAction.choices)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "user_context_history"
+        verbose_name = "memory history"
+        verbose_name_plural = "memory history"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "key", "-created_at"], name="history_user_key")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=HistoryAction.values), name="history_action"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(action=HistoryAction.CREATE, before__isnull=True, after__isnull=False)
+                    | Q(action=HistoryAction.DELETE, before__isnull=False, after__isnull=True)
+                    | Q(action__in=[HistoryAction.UPDATE, HistoryAction.RESTORE], after__isnull=False)
+                ),
+                name="history_states_match_action",
+            ),
+            ActorMixin.actor_constraint("history_actor_consistent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.action} by {self.actor_label}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        from activity.models import AppendOnlyError
+
+        if not self._state.adding:
+            raise AppendOnlyError("Memory history is append-only.")
+        super().save(*args, **kwargs)

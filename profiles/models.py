@@ -1,0 +1,102 @@
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+AGENT_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+MIN_TOKEN_BUDGET = 500
+MAX_TOKEN_BUDGET = 8000
+DEFAULT_TOKEN_BUDGET = 2000
+
+
+class Profile(models.Model):
+    """A person's account settings; one per user."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile"
+    )
+    token_budget = models.PositiveIntegerField(
+        default=DEFAULT_TOKEN_BUDGET,
+        help_text=f"Working-memory budget in tokens ({MIN_TOKEN_BUDGET}–{MAX_TOKEN_BUDGET}).",
+    )
+    memory_paused = models.BooleanField(
+        default=False, help_text="While paused, agents cannot write memory."
+    )
+    auto_learn = models.BooleanField(
+        default=False, help_text="Let the assistant consolidate what it learns after a turn."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(token_budget__gte=MIN_TOKEN_BUDGET, token_budget__lte=MAX_TOKEN_BUDGET),
+                name="profile_token_budget_range",
+                violation_error_message=(
+                    f"Token budget must be between {MIN_TOKEN_BUDGET} and {MAX_TOKEN_BUDGET}."
+                ),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Profile of {self.user}"
+
+
+class Agent(models.Model):
+    """A named assistant identity acting for one user."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agents"
+    )
+    name = models.CharField(
+        max_length=64,
+        validators=[
+            RegexValidator(
+                AGENT_NAME_PATTERN,
+                "Agent names are 1–64 characters of a-z, 0-9, '_' and '-', "
+                "starting with a letter or digit.",
+            )
+        ],
+    )
+    description = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], name="agent_unique_name_per_user"),
+            models.CheckConstraint(
+                condition=Q(name__regex=AGENT_NAME_PATTERN), name="agent_name_format"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentToken(models.Model):
+    """An API token for one agent. Only a SHA-256 hash of the secret is stored."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
+    label = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, help_text="The token's first characters, to tell it apart.")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"), name="agenttoken_hash_is_sha256"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.agent})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

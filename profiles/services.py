@@ -1,0 +1,102 @@
+"""Writes for people and their agents: profiles, agents, API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from lib.errors import InvalidInput
+from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET, Agent, AgentToken, Profile
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+TOKEN_PREFIX = "mnemo_"
+VISIBLE_PREFIX_LENGTH = 12
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def token_matches(raw: str, token_hash: str) -> bool:
+    return hmac.compare_digest(hash_token(raw), token_hash)
+
+
+def profile_for_user(user: AbstractBaseUser) -> Profile:
+    profile, _ = Profile.objects.get_or_create(user=user)
+    return profile
+
+
+def profile_update(
+    *,
+    user: AbstractBaseUser,
+    token_budget: int | None = None,
+    memory_paused: bool | None = None,
+    auto_learn: bool | None = None,
+) -> Profile:
+    with transaction.atomic():
+        profile_for_user(user)
+        profile = Profile.objects.select_for_update().get(user=user)
+        if token_budget is not None:
+            if not MIN_TOKEN_BUDGET <= token_budget <= MAX_TOKEN_BUDGET:
+                raise InvalidInput(
+                    f"Token budget must be between {MIN_TOKEN_BUDGET} and {MAX_TOKEN_BUDGET}.",
+                    field="token_budget",
+                )
+            profile.token_budget = token_budget
+        if memory_paused is not None:
+            profile.memory_paused = memory_paused
+        if auto_learn is not None:
+            profile.auto_learn = auto_learn
+        profile.save()
+    return profile
+
+
+def agent_get_or_create(*, user: AbstractBaseUser, name: str, description: str = "") -> Agent:
+    agent = Agent(user=user, name=name, description=description)
+    try:
+        agent.full_clean(exclude=["user"], validate_unique=False, validate_constraints=False)
+    except Exception as error:
+        raise InvalidInput(
+            "Agent names are 1–64 characters of a-z, 0-9, '_' and '-', starting with a "
+            "letter or digit.",
+            field="name",
+        ) from error
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError:
+        return Agent.objects.get(user=user, name=name)
+    return agent
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: AgentToken
+    raw: str  # shown once, never stored
+
+
+def token_create(*, agent: Agent, label: str = "") -> IssuedToken:
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = AgentToken.objects.create(
+        agent=agent,
+        label=label,
+        prefix=raw[:VISIBLE_PREFIX_LENGTH],
+        token_hash=hash_token(raw),
+    )
+    return IssuedToken(token=token, raw=raw)
+
+
+def token_revoke(*, token: AgentToken) -> AgentToken:
+    AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    token.refresh_from_db(fields=["revoked_at"])
+    return token

@@ -1,0 +1,54 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class WorkKind(models.TextChoices):
+    REPORT = "report", "Report"
+    DRAFT = "draft", "Draft"
+    SUMMARY = "summary", "Summary"
+    FINDING = "finding", "Heartbeat finding"
+    OTHER = "other", "Other"
+
+
+class WorkStatus(models.TextChoices):
+    IN_PROGRESS = "in_progress", "In progress"
+    DONE = "done", "Done"
+    ARCHIVED = "archived", "Archived"
+
+
+class WorkItem(models.Model):
+    """Something the assistant produced for the user, as markdown."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="work_items"
+    )
+    agent = models.ForeignKey(
+        "profiles.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="work_items",
+        help_text="The agent that produced it, if any.",
+    )
+    title = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=WorkKind.choices, default=WorkKind.REPORT)
+    status = models.CharField(
+        max_length=16, choices=WorkStatus.choices, default=WorkStatus.DONE
+    )
+    body = models.TextField(blank=True, help_text="Markdown.")
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="work_user_recent")]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=WorkKind.values), name="work_kind"),
+            models.CheckConstraint(condition=Q(status__in=WorkStatus.values), name="work_status"),
+            models.CheckConstraint(condition=~Q(title=""), name="work_title_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
