@@ -14,7 +14,7 @@ if "MNEMO_DATA_DIR" not in os.environ:
     os.environ["MNEMO_EMBEDDED_THROWAWAY"] = "1"
     atexit.register(shutil.rmtree, _data_dir, ignore_errors=True)
 
-from config.settings import *  # noqa: E402, F403
+from config.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {

@@ -58,6 +58,7 @@ class Document(models.Model):
                 condition=~Q(path="")
                 & ~Q(path__startswith="/")
                 & ~Q(path__contains="\\")
+                & ~Q(path__endswith="/")
                 & ~Q(path__contains="//")
                 & ~Q(path__regex=r"(^|/)\.\.?(/|$)"),
                 name="document_path_relative",

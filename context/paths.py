@@ -46,7 +46,9 @@ def _check(path: str, *, note: str) -> None:
     if "\\" in path:
         raise InvalidPath("backslash", f"Path contains a backslash{note}; use '/' between folders.")
     if path.startswith("/"):
-        raise InvalidPath("absolute", f"Path is absolute{note}; write it relative, without a leading '/'.")
+        raise InvalidPath(
+            "absolute", f"Path is absolute{note}; write it relative, without a leading '/'."
+        )
     for segment in path.split("/"):
         if segment == "":
             raise InvalidPath(

@@ -10,6 +10,7 @@ SIGTERM into a normal exit so plain manage.py processes detach too.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -41,6 +42,8 @@ def start(data_dir: Path, *, delete_on_exit: bool = False) -> dict[str, Any]:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     _forget_dead_processes(pgdata)
     server = get_server(pgdata, cleanup_mode="delete" if delete_on_exit else "stop")
+    # atexit runs last-registered first: prune before pgserver decides whether we are last.
+    atexit.register(_forget_dead_processes, pgdata)
     info = server.get_postmaster_info()
     _ensure_database(info.socket_dir, info.port)
     _exit_cleanly_on_sigterm()

@@ -51,7 +51,8 @@ def parse_key(key: object) -> MemoryKey:
     """Parse a key, or raise InvalidInput naming the part that is wrong."""
     if not isinstance(key, str) or not key:
         raise InvalidInput("Key is empty.", field="key")
-    if len(key) > MAX_KEY_LENGTH:
+    # Past this length no part could be valid; answer without echoing the whole key.
+    if len(key) > 2 * MAX_KEY_LENGTH:
         raise InvalidInput(
             f"Key is {len(key)} characters long; the longest allowed is {MAX_KEY_LENGTH}.",
             field="key",

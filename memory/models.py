@@ -122,7 +122,10 @@ class MemoryHistory(ActorMixin):
                 condition=(
                     Q(action=HistoryAction.CREATE, before__isnull=True, after__isnull=False)
                     | Q(action=HistoryAction.DELETE, before__isnull=False, after__isnull=True)
-                    | Q(action__in=[HistoryAction.UPDATE, HistoryAction.RESTORE], after__isnull=False)
+                    | Q(
+                        action__in=[HistoryAction.UPDATE, HistoryAction.RESTORE],
+                        after__isnull=False,
+                    )
                 ),
                 name="history_states_match_action",
             ),

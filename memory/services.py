@@ -184,7 +184,11 @@ def _write(
             **actor.as_fields(),
         )
         events.memory_written(
-            user=user, actor=actor, key=key, action=action, source=memory.source,
+            user=user,
+            actor=actor,
+            key=key,
+            action=action,
+            source=memory.source,
             history_id=history.pk,
         )
     return MemoryWrite(memory=memory, created=created, history=history)

@@ -13,6 +13,4 @@ def home(request: HttpRequest) -> TemplateResponse:
     groups = {"profile": [], "style": [], "entry": []}
     for memory in memories:
         groups[memory.kind if memory.kind in ("profile", "style") else "entry"].append(memory)
-    return TemplateResponse(
-        request, "memory/home.html", {"groups": groups, "count": len(memories)}
-    )
+    return TemplateResponse(request, "memory/home.html", {"groups": groups, "count": len(memories)})

@@ -80,7 +80,9 @@ class AgentToken(models.Model):
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
     label = models.CharField(max_length=100, blank=True)
-    prefix = models.CharField(max_length=16, help_text="The token's first characters, to tell it apart.")
+    prefix = models.CharField(
+        max_length=16, help_text="The token's first characters, to tell it apart."
+    )
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -90,7 +92,7 @@ class AgentToken(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"), name="agenttoken_hash_is_sha256"
+                condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"),  # noqa: S106 name="agenttoken_hash_is_sha256"
             ),
         ]
 

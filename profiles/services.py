@@ -17,7 +17,7 @@ from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET, Agent, AgentToke
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-TOKEN_PREFIX = "mnemo_"
+TOKEN_PREFIX = "mnemo_"  # noqa: S105 - a public marker, not a secret
 VISIBLE_PREFIX_LENGTH = 12
 
 

@@ -33,9 +33,7 @@ class WorkItem(models.Model):
     )
     title = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=WorkKind.choices, default=WorkKind.REPORT)
-    status = models.CharField(
-        max_length=16, choices=WorkStatus.choices, default=WorkStatus.DONE
-    )
+    status = models.CharField(max_length=16, choices=WorkStatus.choices, default=WorkStatus.DONE)
     body = models.TextField(blank=True, help_text="Markdown.")
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,38 @@
+# Mnemo: `make run` starts everything, `make test` runs the whole suite.
+# Both install what they need first: uv (into .tools/), Python 3.12, the locked dependencies.
+
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+PYTHON ?= python3
+MNEMO_HOST ?= 127.0.0.1
+MNEMO_PORT ?= 8000
+export MNEMO_HOST MNEMO_PORT
+
+.PHONY: install run test lint format bench
+
+$(UV):
+	@echo "Installing uv $(UV_VERSION) into $(TOOLS)/"
+	@$(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install --quiet "uv==$(UV_VERSION)" \
+	  || { rm -rf $(TOOLS) && $(PYTHON) -m pip install --quiet --target $(TOOLS)/pkgs "uv==$(UV_VERSION)" \
+	       && mkdir -p $(TOOLS)/bin && ln -sf ../pkgs/bin/uv $(UV); }
+
+install: $(UV)
+	@$(UV) sync --frozen --quiet
+
+run: install
+	@$(UV) run --frozen python manage.py embedded_setup --url http://$(MNEMO_HOST):$(MNEMO_PORT)/
+	@$(UV) run --frozen honcho start -f Procfile
+
+test: install
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
+	$(UV) run --frozen pytest
+
+lint: install
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
+
+format: install
+	$(UV) run --frozen ruff format .
+	$(UV) run --frozen ruff check --fix .

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from activity.actors import Actor
+from work.models import WorkItem
+from work.services import work_create
+
+
+class WorkItemForm(forms.ModelForm):
+    class Meta:
+        model = WorkItem
+        fields = ("user", "agent", "title", "kind", "status", "body", "metadata")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        user = cleaned.get("user") if "user" in self.fields else self.instance.user
+        agent = cleaned.get("agent")
+        if user is not None and agent is not None and agent.user_id != user.pk:
+            self.add_error("agent", "That agent belongs to another user.")
+        return cleaned
+
+
+@admin.register(WorkItem)
+class WorkItemAdmin(admin.ModelAdmin):
+    form = WorkItemForm
+    list_display = ("title", "user", "agent", "kind", "status", "created_at")
+    list_filter = ("kind", "status", "created_at")
+    search_fields = ("title", "user__username", "agent__name")
+    list_select_related = ("user", "agent")
+    autocomplete_fields = ("user", "agent")
+    ordering = ("-created_at", "-id")
+    date_hierarchy = "created_at"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: WorkItem | None = None) -> tuple:
+        return () if obj is None else ("user", "created_at", "updated_at")
+
+    def save_model(
+        self, request: HttpRequest, obj: WorkItem, form: forms.ModelForm, change: bool
+    ) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        # Through the service, so the work_created event is recorded.
+        item = work_create(
+            user=obj.user,
+            title=obj.title,
+            body=obj.body,
+            actor=Actor.for_user(request.user),
+            kind=obj.kind,
+            status=obj.status,
+            agent=obj.agent,
+            metadata=obj.metadata,
+        )
+        obj.pk = item.pk
+        obj.refresh_from_db()
