@@ -92,7 +92,8 @@ class AgentToken(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"),  # noqa: S106 name="agenttoken_hash_is_sha256"
+                condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"),  # noqa: S106
+                name="agenttoken_hash_is_sha256",
             ),
         ]
 
