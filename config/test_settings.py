@@ -22,3 +22,4 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - quiets WhiteNoise's missing-dir warning

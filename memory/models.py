@@ -133,7 +133,7 @@ class MemoryHistory(ActorMixin):
         ]
 
     def __str__(self) -> str:
-        return f"{self.key} {self.action} by {self.actor_label}"
+        return f"{self.key}: {self.get_action_display()} by {self.actor_label}"
 
     def save(self, *args: object, **kwargs: object) -> None:
         from activity.models import AppendOnlyError

@@ -56,6 +56,28 @@ def memory_upsert(
     pinned: bool | None = None,
 ) -> MemoryWrite:
     """Create the memory, or replace its value if the key exists (last write wins)."""
+    fields = memory_clean(
+        key=key, value=value, actor=actor, source=source, confidence=confidence, tags=tags
+    )
+    if pinned is not None:
+        fields["pinned"] = pinned
+    return _write(user=user, key=key, fields=fields, actor=actor, action=HistoryAction.UPDATE)
+
+
+def memory_clean(
+    *,
+    key: str,
+    value: object,
+    actor: Actor,
+    source: str | None = None,
+    confidence: float | None = None,
+    tags: object = None,
+) -> dict[str, Any]:
+    """Validate a write as memory_upsert does and return the cleaned fields.
+
+    Raises InvalidInput naming the first field that is wrong. Forms call it to show
+    errors before anything is written.
+    """
     parsed = parse_key(key)
     source, confidence = _source_and_confidence(actor, source, confidence)
     fields: dict[str, Any] = {
@@ -65,9 +87,7 @@ def memory_upsert(
     }
     if tags is not None:
         fields["tags"] = _clean_tags(tags)
-    if pinned is not None:
-        fields["pinned"] = pinned
-    return _write(user=user, key=key, fields=fields, actor=actor, action=HistoryAction.UPDATE)
+    return fields
 
 
 def memory_update(

@@ -1,0 +1,83 @@
+"""Admin for people, agents and tokens. A token's hash is never shown; its secret only once."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from profiles.models import Agent, AgentToken, Profile
+from profiles.services import token_create, token_revoke
+
+TOKEN_INFO_FIELDS = ("prefix", "active", "created_at", "last_used_at", "revoked_at")
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin):
+    list_display = ("user", "token_budget", "memory_paused", "auto_learn", "updated_at")
+    list_filter = ("memory_paused", "auto_learn")
+    search_fields = ("user__username", "user__email")
+    list_select_related = ("user",)
+    autocomplete_fields = ("user",)
+    ordering = ("user__username",)
+    readonly_fields = ("created_at", "updated_at")
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "description", "created_at")
+    list_filter = ("created_at",)
+    search_fields = ("name", "description", "user__username")
+    list_select_related = ("user",)
+    autocomplete_fields = ("user",)
+    ordering = ("user__username", "name")
+    readonly_fields = ("created_at",)
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "label", "agent", "owner", "active", "created_at", "last_used_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "created_at")
+    search_fields = ("prefix", "label", "agent__name", "agent__user__username")
+    list_select_related = ("agent__user",)
+    autocomplete_fields = ("agent",)
+    ordering = ("-created_at",)
+    exclude = ("token_hash",)
+    actions = ("revoke_selected",)
+
+    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> tuple:
+        return ("agent", "label") if obj is None else ("agent", "label", *TOKEN_INFO_FIELDS)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> tuple:
+        return () if obj is None else ("agent", *TOKEN_INFO_FIELDS)
+
+    def save_model(
+        self, request: HttpRequest, obj: AgentToken, form: forms.ModelForm, change: bool
+    ) -> None:
+        if change:
+            super().save_model(request, obj, form, change)  # only the label is editable
+            return
+        issued = token_create(agent=obj.agent, label=obj.label)
+        obj.pk = issued.token.pk
+        obj.refresh_from_db()
+        messages.success(
+            request,
+            f"New token for agent {obj.agent}: {issued.raw} — copy it now, "
+            "it will not be shown again.",
+        )
+
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
+        tokens = list(queryset.filter(revoked_at__isnull=True))
+        for token in tokens:
+            token_revoke(token=token)
+        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
+
+    @admin.display(description="user", ordering="agent__user__username")
+    def owner(self, obj: AgentToken) -> str:
+        return str(obj.agent.user)
+
+    @admin.display(description="active", boolean=True, ordering="revoked_at")
+    def active(self, obj: AgentToken) -> bool:
+        return obj.is_active

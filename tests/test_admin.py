@@ -1,0 +1,409 @@
+import re
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.urls import reverse
+from django.utils.html import escape
+
+from activity.actors import Actor
+from activity.models import ActivityEvent
+from context.models import Document
+from lib.errors import InvalidInput
+from memory.keys import parse_key
+from memory.models import Memory, MemoryHistory
+from memory.services import memory_upsert
+from profiles.models import AgentToken
+from profiles.services import hash_token, profile_for_user, token_create
+from work.models import WorkItem
+from work.services import work_create
+
+RAW_TOKEN = re.compile(r"mnemo_[A-Za-z0-9_-]{40,}")  # the full secret, not the prefix
+
+
+def admin_url(obj_or_model, view, *args):
+    opts = obj_or_model._meta
+    return reverse(f"admin:{opts.app_label}_{opts.model_name}_{view}", args=args)
+
+
+@pytest.fixture
+def root(client, superuser):
+    client.force_login(superuser)
+    return client
+
+
+@pytest.fixture
+def objects(alice, alice_agent):
+    """One real row of every model, made through the services."""
+    write = memory_upsert(
+        user=alice, key="fact:likes-tea", value="Likes green tea", actor=Actor.for_user(alice)
+    )
+    work = work_create(
+        user=alice, title="Weekly report", body="# Week", actor=Actor.for_agent(alice_agent)
+    )
+    return {
+        "profile": profile_for_user(alice),
+        "agent": alice_agent,
+        "token": token_create(agent=alice_agent, label="laptop").token,
+        "memory": write.memory,
+        "history": write.history,
+        "activity": ActivityEvent.objects.get(event_type="memory_written"),
+        "work": work,
+        "document": Document.objects.create(user=alice, path="MEMORY.md", body="Notes"),
+    }
+
+
+def memory_form(**fields):
+    data = {"value": "", "source": "user_stated", "confidence": "", "tags": "", "_save": "Save"}
+    return data | fields
+
+
+MODELS = ["profile", "agent", "token", "memory", "history", "activity", "work", "document"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_changelist_and_change_page_open(root, objects, name):
+    obj = objects[name]
+
+    changelist = root.get(admin_url(obj, "changelist"))
+    change = root.get(admin_url(obj, "change", obj.pk))
+
+    assert (changelist.status_code, change.status_code) == (200, 200)
+    assert obj in changelist.context["cl"].result_list
+
+
+@pytest.mark.parametrize(
+    ("name", "query"),
+    [*((name, "alice") for name in MODELS if name != "activity"), ("activity", "likes-tea")],
+)
+def test_changelist_search_finds_the_row(root, objects, name, query):
+    obj = objects[name]
+
+    response = root.get(admin_url(obj, "changelist"), {"q": query})
+
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == [obj]
+
+
+def test_add_memory_writes_row_history_and_activity(root, superuser, alice):
+    response = root.post(
+        admin_url(Memory, "add"),
+        memory_form(
+            user=alice.pk,
+            key="preference:bullets",
+            value="  Bullet points in reports ",
+            source="tp_extracted",
+            tags="Reports, format",
+            pinned="on",
+        ),
+    )
+
+    assert response.status_code == 302
+    memory = Memory.objects.get()
+    assert (memory.user, memory.key, memory.value) == (
+        alice,
+        "preference:bullets",
+        "Bullet points in reports",
+    )
+    assert (memory.source, memory.confidence, memory.tags, memory.pinned) == (
+        "tp_extracted",
+        0.8,
+        ["format", "reports"],
+        True,
+    )
+    history = MemoryHistory.objects.get()
+    assert (history.user, history.key, history.memory, history.action) == (
+        alice,
+        "preference:bullets",
+        memory,
+        "create",
+    )
+    assert (history.actor_type, history.actor_user, history.source) == (
+        "user",
+        superuser,
+        "tp_extracted",
+    )
+    assert history.before is None
+    assert history.after == {
+        "value": "Bullet points in reports",
+        "source": "tp_extracted",
+        "confidence": 0.8,
+        "tags": ["format", "reports"],
+        "pinned": True,
+    }
+    event = ActivityEvent.objects.get()
+    assert (event.event_type, event.user, event.actor_type, event.actor_user) == (
+        "memory_written",
+        alice,
+        "user",
+        superuser,
+    )
+    assert event.payload == {
+        "key": "preference:bullets",
+        "action": "create",
+        "source": "tp_extracted",
+        "history_id": history.pk,
+    }
+
+
+def test_add_memory_with_bad_key_shows_grammar_error_and_writes_nothing(root, alice):
+    with pytest.raises(InvalidInput) as grammar:
+        parse_key("fact:Bad Slug")
+
+    response = root.post(
+        admin_url(Memory, "add"), memory_form(user=alice.pk, key="fact:Bad Slug", value="x")
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {"key": [grammar.value.message]}
+    assert escape(grammar.value.message) in response.text
+    assert Memory.objects.count() == 0
+    assert MemoryHistory.objects.count() == 0
+    assert ActivityEvent.objects.count() == 0
+
+
+def test_add_memory_with_bad_confidence_shows_field_error(root, alice):
+    response = root.post(
+        admin_url(Memory, "add"),
+        memory_form(user=alice.pk, key="timezone", value="Asia/Singapore", confidence="0.5"),
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "confidence": ["A 'user_stated' memory has confidence exactly 1.0."],
+    }
+    assert Memory.objects.count() == 0
+
+
+def test_add_memory_with_bad_timezone_shows_field_error(root, alice):
+    response = root.post(
+        admin_url(Memory, "add"),
+        memory_form(user=alice.pk, key="timezone", value="Mars/Olympus"),
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "value": [
+            "'Mars/Olympus' is not an IANA time zone (e.g. Europe/Paris, Asia/Singapore, UTC)."
+        ],
+    }
+    assert Memory.objects.count() == 0
+
+
+def test_add_memory_with_existing_key_is_refused(root, alice, objects):
+    response = root.post(
+        admin_url(Memory, "add"), memory_form(user=alice.pk, key="fact:likes-tea", value="Coffee")
+    )
+
+    assert response.status_code == 200
+    assert Memory.objects.get(user=alice, key="fact:likes-tea").value == "Likes green tea"
+    assert MemoryHistory.objects.count() == 1
+
+
+def test_change_memory_records_update_and_keeps_key_and_user(root, superuser, alice, bob, objects):
+    memory = objects["memory"]
+
+    response = root.post(
+        admin_url(memory, "change", memory.pk),
+        memory_form(user=bob.pk, key="fact:other", value="Likes black tea", tags="drinks"),
+    )
+
+    assert response.status_code == 302
+    memory.refresh_from_db()
+    assert (memory.user, memory.key, memory.value, memory.tags) == (
+        alice,
+        "fact:likes-tea",
+        "Likes black tea",
+        ["drinks"],
+    )
+    update = MemoryHistory.objects.get(action="update")
+    assert (update.key, update.actor_user) == ("fact:likes-tea", superuser)
+    assert (update.before["value"], update.after["value"]) == ("Likes green tea", "Likes black tea")
+    assert ActivityEvent.objects.filter(event_type="memory_written").count() == 2
+
+
+def test_saving_an_unchanged_memory_records_nothing(root, objects):
+    memory = objects["memory"]
+
+    response = root.post(
+        admin_url(memory, "change", memory.pk),
+        memory_form(value="Likes green tea", confidence="1.0"),
+    )
+
+    assert response.status_code == 302
+    assert MemoryHistory.objects.count() == 1
+    assert ActivityEvent.objects.filter(event_type="memory_written").count() == 1
+
+
+def test_memory_change_page_lists_its_history(root, objects):
+    memory, history = objects["memory"], objects["history"]
+
+    response = root.get(admin_url(memory, "change", memory.pk))
+
+    assert admin_url(history, "change", history.pk) in response.text
+    assert f"user__id__exact={memory.user_id}&amp;key=fact%3Alikes-tea" in response.text
+
+
+def test_delete_memory_records_delete_history(root, superuser, alice, objects):
+    memory = objects["memory"]
+
+    response = root.post(admin_url(memory, "delete", memory.pk), {"post": "yes"})
+
+    assert response.status_code == 302
+    assert not Memory.objects.exists()
+    deleted = MemoryHistory.objects.get(action="delete")
+    assert (deleted.user, deleted.key, deleted.memory, deleted.actor_user) == (
+        alice,
+        "fact:likes-tea",
+        None,
+        superuser,
+    )
+    assert deleted.before["value"] == "Likes green tea"
+    assert deleted.after is None
+    event = ActivityEvent.objects.get(event_type="memory_deleted")
+    assert event.payload == {"key": "fact:likes-tea", "history_id": deleted.pk}
+
+
+def test_bulk_delete_memories_goes_through_the_service(root, alice, objects):
+    other = memory_upsert(user=alice, key="name", value="Alice", actor=Actor.for_user(alice))
+    ids = [objects["memory"].pk, other.memory.pk]
+
+    response = root.post(
+        admin_url(Memory, "changelist"),
+        {"action": "delete_selected", "_selected_action": ids, "post": "yes"},
+    )
+
+    assert response.status_code == 302
+    assert not Memory.objects.exists()
+    assert sorted(MemoryHistory.objects.filter(action="delete").values_list("key", flat=True)) == [
+        "fact:likes-tea",
+        "name",
+    ]
+    assert ActivityEvent.objects.filter(event_type="memory_deleted").count() == 2
+
+
+@pytest.mark.parametrize("name", ["history", "activity"])
+def test_logs_are_read_only(root, objects, name):
+    obj = objects[name]
+    row = type(obj).objects.filter(pk=obj.pk).values()
+    before = row.get()
+
+    changelist = root.get(admin_url(obj, "changelist"))
+    add = root.get(admin_url(obj, "add"))
+    change = root.post(admin_url(obj, "change", obj.pk), {"key": "fact:hacked", "payload": "{}"})
+    delete = root.post(admin_url(obj, "delete", obj.pk), {"post": "yes"})
+
+    assert admin_url(obj, "add") not in changelist.text
+    assert (add.status_code, change.status_code, delete.status_code) == (403, 403, 403)
+    assert row.get() == before
+
+
+def test_token_hash_never_shown(root, objects):
+    token = objects["token"]
+
+    pages = [
+        root.get(admin_url(token, "changelist")),
+        root.get(admin_url(token, "change", token.pk)),
+        root.get(admin_url(token.agent, "delete", token.agent.pk)),
+    ]
+
+    for page in pages:
+        assert page.status_code == 200
+        assert token.token_hash not in page.text
+        assert "token_hash" not in page.text
+        assert token.prefix in page.text
+
+
+def test_add_token_shows_raw_token_once_and_stores_its_hash(root, alice_agent):
+    response = root.post(
+        admin_url(AgentToken, "add"),
+        {"agent": alice_agent.pk, "label": "ci", "_save": "Save"},
+        follow=True,
+    )
+
+    shown = [RAW_TOKEN.search(str(message)) for message in response.context["messages"]]
+    (raw,) = [match.group() for match in shown if match]
+    token = AgentToken.objects.get()
+    assert (token.agent, token.label, token.prefix) == (alice_agent, "ci", raw[:12])
+    assert token.token_hash == hash_token(raw)
+    assert raw not in str(AgentToken.objects.values().get())
+    assert raw not in str(list(LogEntry.objects.values()))
+    assert raw not in root.get(admin_url(token, "changelist")).text
+
+
+def test_revoke_tokens_action(root, objects):
+    token = objects["token"]
+
+    response = root.post(
+        admin_url(token, "changelist"),
+        {"action": "revoke_selected", "_selected_action": [token.pk]},
+    )
+
+    assert response.status_code == 302
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_add_work_item_records_activity(root, superuser, alice, alice_agent):
+    response = root.post(
+        admin_url(WorkItem, "add"),
+        {
+            "user": alice.pk,
+            "agent": alice_agent.pk,
+            "title": "  Launch plan ",
+            "kind": "draft",
+            "status": "in_progress",
+            "body": "# Plan",
+            "metadata": "{}",
+            "_save": "Save",
+        },
+    )
+
+    assert response.status_code == 302
+    item = WorkItem.objects.get()
+    assert (item.user, item.agent, item.title, item.kind, item.status) == (
+        alice,
+        alice_agent,
+        "Launch plan",
+        "draft",
+        "in_progress",
+    )
+    event = ActivityEvent.objects.get()
+    assert (event.event_type, event.user, event.actor_user) == ("work_created", alice, superuser)
+    assert event.payload == {"work_id": item.pk, "title": "Launch plan", "kind": "draft"}
+
+
+def test_add_work_item_with_another_users_agent_is_refused(root, bob, alice_agent):
+    response = root.post(
+        admin_url(WorkItem, "add"),
+        {"user": bob.pk, "agent": alice_agent.pk, "title": "X", "kind": "report", "status": "done"},
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "agent": ["That agent belongs to another user."]
+    }
+    assert not WorkItem.objects.exists()
+    assert not ActivityEvent.objects.exists()
+
+
+def test_document_scope_column_and_filter(root, alice, alice_agent, objects):
+    Document.objects.create(path="handbook.md", body="Global")
+    Document.objects.create(user=alice, agent=alice_agent, path="AGENT_MEMORY.md", body="Mine")
+
+    response = root.get(admin_url(Document, "changelist"), {"scope": "agent"})
+    everything = root.get(admin_url(Document, "changelist"))
+
+    assert [doc.path for doc in response.context["cl"].result_list] == ["AGENT_MEMORY.md"]
+    scopes = {
+        doc.path: everything.context["cl"].model_admin.scope(doc)
+        for doc in everything.context["cl"].result_list
+    }
+    assert scopes == {"AGENT_MEMORY.md": "agent", "MEMORY.md": "user", "handbook.md": "global"}
+
+
+def test_add_document_with_bad_path_shows_error(root, alice):
+    response = root.post(admin_url(Document, "add"), {"user": alice.pk, "path": "../etc/passwd"})
+
+    assert response.status_code == 200
+    assert list(response.context["adminform"].form.errors) == ["path"]
+    assert not Document.objects.exists()
