@@ -14,6 +14,32 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
+
+def env_bool(name: str, *, default: bool) -> bool:
+    """Like env.bool, but a value that is neither true nor false is an error, not False."""
+    if name not in env:
+        return default
+    raw = env.str(name).strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off", ""):
+        return False
+    raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use true or false.")
+
+
+def env_int(name: str, *, default: int, minimum: int = 0) -> int:
+    if name not in env:
+        return default
+    raw = env.str(name)
+    try:
+        value = int(raw)
+    except ValueError:
+        raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+    if value < minimum:
+        raise environ.ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
+    return value
+
+
 DATA_DIR = Path(env.path("MNEMO_DATA_DIR", default=str(BASE_DIR / ".data"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 EMBEDDED = "DATABASE_URL" not in env
@@ -33,7 +59,7 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-DEBUG = env.bool("MNEMO_DEBUG", default=False)
+DEBUG = env_bool("MNEMO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -89,12 +115,12 @@ if EMBEDDED:
 
     DATABASES = {
         "default": embedded_postgres.start(
-            DATA_DIR, delete_on_exit=env.bool("MNEMO_EMBEDDED_THROWAWAY", default=False)
+            DATA_DIR, delete_on_exit=env_bool("MNEMO_EMBEDDED_THROWAWAY", default=False)
         )
     }
 else:
     DATABASES = {"default": env.db("DATABASE_URL")}
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -122,7 +148,7 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 
-SESSION_COOKIE_SECURE = env.bool("MNEMO_SECURE_COOKIES", default=False)
+SESSION_COOKIE_SECURE = env_bool("MNEMO_SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
 # Celery: a Redis (or any kombu) URL in production; a broker that needs no server otherwise.

@@ -21,7 +21,7 @@ SETTINGS_FILE = ROOT / "config" / "settings.py"
 APP_SERVICES = ("migrate", "web", "worker", "beat")
 
 # env("X"), env.str("X", ...), env.db("X"), "X" in env
-_SETTINGS_ENV_CALL = re.compile(r"""\benv(?:\.\w+)?\(\s*["']([A-Z][A-Z0-9_]*)["']""")
+_SETTINGS_ENV_CALL = re.compile(r"""\benv(?:\.\w+|_\w+)?\(\s*["']([A-Z][A-Z0-9_]*)["']""")
 _SETTINGS_ENV_IN = re.compile(r"""["']([A-Z][A-Z0-9_]*)["']\s+(?:not\s+)?in\s+env\b""")
 # ${X}, ${X:-default}, ${X:?message}, $X; "$$" is an escaped dollar sign.
 _COMPOSE_VAR = re.compile(r"(?<!\$)\$(?:\{([A-Za-z_][A-Za-z0-9_]*)|([A-Za-z_][A-Za-z0-9_]*))")
