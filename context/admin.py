@@ -9,6 +9,8 @@ from django.http import HttpRequest
 
 from context.models import Document
 from context.paths import InvalidPath, normalize_path
+from lib.errors import InvalidInput
+from profiles.services import agent_check_owner
 
 SCOPES = {
     "global": {"user__isnull": True},
@@ -30,9 +32,11 @@ class DocumentForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        user, agent = cleaned.get("user"), cleaned.get("agent")
-        if agent is not None and not self.has_error("user") and agent.user != user:
-            self.add_error("agent", "An agent's private document belongs to that agent's user.")
+        if not self.has_error("user"):
+            try:
+                agent_check_owner(agent=cleaned.get("agent"), user=cleaned.get("user"))
+            except InvalidInput as error:
+                self.add_error(error.field, error.message)
         return cleaned
 
 
@@ -63,6 +67,4 @@ class DocumentAdmin(admin.ModelAdmin):
 
     @admin.display(description="scope")
     def scope(self, obj: Document) -> str:
-        if obj.user_id is None:
-            return "global"
-        return "user" if obj.agent_id is None else "agent"
+        return obj.scope

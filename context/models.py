@@ -69,9 +69,8 @@ class Document(models.Model):
         return self.path
 
     @property
-    def scope_label(self) -> str:
+    def scope(self) -> str:
+        """One of "global", "user" (the user's own) or "agent" (private to one agent)."""
         if self.user_id is None:
             return "global"
-        if self.agent_id is None:
-            return f"user {self.user}"
-        return f"agent {self.agent} of {self.user}"
+        return "user" if self.agent_id is None else "agent"

@@ -8,6 +8,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -59,16 +60,18 @@ def profile_update(
     return profile
 
 
+def agent_check_owner(*, agent: Agent | None, user: AbstractBaseUser | None) -> None:
+    """Refuse an agent that does not act for this user (InvalidInput on field "agent")."""
+    if agent is not None and (user is None or agent.user_id != user.pk):
+        raise InvalidInput("That agent belongs to another user.", field="agent")
+
+
 def agent_get_or_create(*, user: AbstractBaseUser, name: str, description: str = "") -> Agent:
     agent = Agent(user=user, name=name, description=description)
     try:
         agent.full_clean(exclude=["user"], validate_unique=False, validate_constraints=False)
-    except Exception as error:
-        raise InvalidInput(
-            "Agent names are 1–64 characters of a-z, 0-9, '_' and '-', starting with a "
-            "letter or digit.",
-            field="name",
-        ) from error
+    except ValidationError as error:
+        raise InvalidInput(" ".join(error.messages), field="name") from error
     try:
         with transaction.atomic():
             agent.save()

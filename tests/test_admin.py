@@ -386,6 +386,21 @@ def test_add_work_item_with_another_users_agent_is_refused(root, bob, alice_agen
     assert not ActivityEvent.objects.exists()
 
 
+@pytest.mark.parametrize("owner", ["bob", "global"])
+def test_add_document_private_to_another_users_agent_is_refused(root, bob, alice_agent, owner):
+    form = {"agent": alice_agent.pk, "path": "notes.md", "body": "x"}
+    if owner == "bob":
+        form["user"] = bob.pk
+
+    response = root.post(admin_url(Document, "add"), form)
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "agent": ["That agent belongs to another user."]
+    }
+    assert not Document.objects.exists()
+
+
 def test_document_scope_column_and_filter(root, alice, alice_agent, objects):
     Document.objects.create(path="handbook.md", body="Global")
     Document.objects.create(user=alice, agent=alice_agent, path="AGENT_MEMORY.md", body="Mine")

@@ -7,6 +7,8 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from activity.actors import Actor
+from lib.errors import InvalidInput
+from profiles.services import agent_check_owner
 from work.models import WorkItem
 from work.services import work_create
 
@@ -19,9 +21,11 @@ class WorkItemForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         user = cleaned.get("user") if "user" in self.fields else self.instance.user
-        agent = cleaned.get("agent")
-        if user is not None and agent is not None and agent.user_id != user.pk:
-            self.add_error("agent", "That agent belongs to another user.")
+        if user is not None:
+            try:
+                agent_check_owner(agent=cleaned.get("agent"), user=user)
+            except InvalidInput as error:
+                self.add_error(error.field, error.message)
         return cleaned
 
 

@@ -9,6 +9,7 @@ from django.db import transaction
 from activity import events
 from activity.actors import Actor
 from lib.errors import InvalidInput
+from profiles.services import agent_check_owner
 from work.models import WorkItem, WorkKind, WorkStatus
 
 if TYPE_CHECKING:
@@ -35,8 +36,7 @@ def work_create(
         raise InvalidInput(f"Unknown kind '{kind}'.", field="kind")
     if status not in WorkStatus.values:
         raise InvalidInput(f"Unknown status '{status}'.", field="status")
-    if agent is not None and agent.user_id != user.pk:
-        raise InvalidInput("That agent belongs to another user.", field="agent")
+    agent_check_owner(agent=agent, user=user)
     with transaction.atomic():
         item = WorkItem.objects.create(
             user=user,
