@@ -29,6 +29,12 @@ ENV PATH="/app/.venv/bin:$PATH" \
     MNEMO_DATA_DIR=/app/data \
     MNEMO_STATIC_ROOT=/app/staticfiles
 
+# Token counting (lib/tokenizer.py) never downloads at run time: it reads tiktoken's
+# encoding files from this cache, filled here while the build has network access.
+ENV TIKTOKEN_CACHE_DIR=/app/.tiktoken-cache
+RUN python -c "import tiktoken; [tiktoken.get_encoding(name) for name in ('o200k_base', 'cl100k_base')]" \
+    && chmod -R a+rX "$TIKTOKEN_CACHE_DIR"
+
 COPY . .
 
 # Static files are collected into the image. The settings need SECRET_KEY and

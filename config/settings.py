@@ -72,6 +72,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_htmx",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "profiles",
     "memory",
     "activity",
@@ -173,6 +176,60 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 # Memory rules (DESIGN.md).
 MNEMO_MAX_VALUE_LENGTH = 2000
 MNEMO_DEFAULT_TOKEN_BUDGET = 2000
+
+# Working memory: the tiktoken encoding that counts tokens (see lib/tokenizer.py for
+# what happens offline when its file is not in tiktoken's cache).
+MNEMO_TOKENIZER = env.str("MNEMO_TOKENIZER", default="o200k_base")
+
+# Caches hold the API's per-token throttle counters. The default is per process; with
+# several web processes use a shared one, e.g. redis://redis:6379/1.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+
+
+def _api_rate(name: str, default: str) -> str:
+    raw = env.str(name, default=default).strip()
+    number, _, period = raw.partition("/")
+    if not (number.isdigit() and int(number) > 0 and period[:1] in ("s", "m", "h", "d")):
+        raise environ.ImproperlyConfigured(
+            f"{name}={raw!r} is not a rate; use requests per period, e.g. 600/min or 20/s."
+        )
+    return raw
+
+
+# The agent API (Django REST Framework), bearer tokens only.
+MNEMO_API_RATE = _api_rate("MNEMO_API_RATE", "600/min")
+MNEMO_API_MAX_BODY_BYTES = 1024 * 1024
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["profiles.authentication.AgentTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["profiles.authentication.AgentTokenThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"agent_token": MNEMO_API_RATE},
+    "DEFAULT_PARSER_CLASSES": ["lib.api.LimitedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "lib.api.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+    # `format` is the working-memory endpoint's own parameter, not a renderer switch.
+    "URL_FORMAT_OVERRIDE": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Mnemo agent API",
+    "DESCRIPTION": (
+        "Tools an assistant uses to read and write what it knows about its user. "
+        "Authenticate with `Authorization: Bearer <token>` (one token per agent)."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "lib.api.forbid_unknown_request_fields",
+    ],
+}
 
 LOGGING = {
     "version": 1,

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
 
 from activity import events
 from activity.actors import Actor, ActorKind
@@ -300,3 +302,17 @@ def _clean_tags(tags: object) -> list[str]:
                 f"Tag '{tag}' must be 1–40 characters of a-z, 0-9, '_' and '-'.", field="tags"
             )
     return cleaned
+
+
+def memory_record_access(*, user: AbstractBaseUser, key: str) -> Memory:
+    """Read one memory as an agent does: the read counts as a use (access_count, last_accessed_at).
+
+    Not a change to the memory, so no history or activity is written.
+    """
+    parse_key(key)
+    updated = Memory.objects.filter(user=user, key=key).update(
+        access_count=F("access_count") + 1, last_accessed_at=timezone.now()
+    )
+    if not updated:
+        raise NotFound(f"No memory with key '{key}'.", field="key")
+    return Memory.objects.get(user=user, key=key)

@@ -50,6 +50,9 @@ def test_valid_values_are_read(tmp_path):
         ({"DATABASE_CONN_MAX_AGE": "soon"}, "DATABASE_CONN_MAX_AGE='soon' is not a whole number."),
         ({"DATABASE_CONN_MAX_AGE": "-1"}, "DATABASE_CONN_MAX_AGE=-1 must be at least 0."),
         ({"SECRET_KEY": "<unset>"}, "SECRET_KEY must be set when DATABASE_URL is set."),
+        ({"MNEMO_API_RATE": "fast"}, "MNEMO_API_RATE='fast' is not a rate"),
+        ({"MNEMO_API_RATE": "0/min"}, "MNEMO_API_RATE='0/min' is not a rate"),
+        ({"MNEMO_API_RATE": "10/week"}, "MNEMO_API_RATE='10/week' is not a rate"),
     ],
 )
 def test_bad_values_stop_the_process_with_a_message(tmp_path, overrides, message):

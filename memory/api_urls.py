@@ -1,0 +1,12 @@
+from django.urls import path
+
+from memory import apis
+
+urlpatterns = [
+    path("tools/create_memory", apis.MemoryCreateApi.as_view(), name="create_memory"),
+    path("tools/update_memory", apis.MemoryUpdateApi.as_view(), name="update_memory"),
+    path("tools/delete_memory", apis.MemoryDeleteApi.as_view(), name="delete_memory"),
+    path("tools/get_memory", apis.MemoryGetApi.as_view(), name="get_memory"),
+    path("tools/list_memories", apis.MemoryListApi.as_view(), name="list_memories"),
+    path("working-memory", apis.WorkingMemoryApi.as_view(), name="working_memory"),
+]

@@ -1,0 +1,158 @@
+"""The API's published contract: the OpenAPI schema, the Swagger UI, the tool manifest."""
+
+import json
+import re
+from io import StringIO
+
+import jsonschema
+import pytest
+import yaml
+from django.contrib.staticfiles import finders
+from django.core.management import CommandError, call_command
+
+from activity.actors import Actor
+from memory.models import Memory
+from memory.services import memory_upsert
+from profiles.models import Agent
+
+pytestmark = pytest.mark.django_db
+
+TOOLS = ["create_memory", "delete_memory", "get_memory", "list_memories", "update_memory"]
+
+
+def test_schema_validates_without_warnings(tmp_path):
+    target = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target))
+    schema = yaml.safe_load(target.read_text())
+    operations = [op for item in schema["paths"].values() for op in item.values()]
+    ids = [op["operationId"] for op in operations]
+    assert len(ids) == len(set(ids))
+    assert sorted(ids) == sorted([*TOOLS, "list_tools", "get_working_memory"])
+    for path, item in schema["paths"].items():
+        if not path.startswith("/api/v1/tools/"):
+            continue
+        operation = item["post"]
+        assert operation["operationId"] == path.rsplit("/", 1)[-1]
+        assert operation["security"] == [{"agentToken": []}]
+        assert operation["requestBody"]["content"]["application/json"]["examples"], path
+        for status in ("400", "401", "413", "429"):
+            error_schema = operation["responses"][status]["content"]["application/json"]
+            assert error_schema["schema"] == {"$ref": "#/components/schemas/Error"}, path
+    assert schema["components"]["securitySchemes"]["agentToken"]["scheme"] == "bearer"
+
+
+def test_schema_is_served(client):
+    response = client.get("/api/schema/", headers={"Accept": "application/vnd.oai.openapi+json"})
+    assert response.status_code == 200
+    assert "/api/v1/tools/create_memory" in json.loads(response.content)["paths"]
+
+
+def test_swagger_ui_is_served_without_a_cdn(client):
+    response = client.get("/api/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "SwaggerUIBundle" in html or "swagger-ui" in html
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html)
+    assert any("swagger-ui" in asset for asset in assets)
+    for asset in assets:
+        assert not asset.startswith(("http:", "https:", "//")), asset
+        if asset.startswith("/static/"):
+            assert finders.find(asset.removeprefix("/static/")), asset
+
+
+# --- the tool manifest -----------------------------------------------------------------
+
+# For every tool: a call its schema accepts, and one it refuses.
+CALLS = {
+    "create_memory": (
+        {"key": "fact:tea", "value": "green tea", "confidence": 0.7, "tags": ["drinks"]},
+        {"key": "fact:tea", "value": "green tea", "confidence": 1.0},
+    ),
+    "update_memory": (
+        {"key": "fact:seeded", "value": "new value", "pinned": True},
+        {"key": "fact:seeded", "pinned": "yes"},
+    ),
+    "delete_memory": ({"key": "fact:seeded"}, {"key": ["fact:seeded"]}),
+    "get_memory": ({"key": "fact:seeded"}, {}),
+    "list_memories": ({"kind": "fact", "limit": 10}, {"limit": 0}),
+}
+
+
+def test_manifest_lists_every_tool_in_function_calling_format(client):
+    response = client.get("/api/v1/tools")
+    assert response.status_code == 200
+    manifest = response.json()
+    assert sorted(tool["function"]["name"] for tool in manifest) == TOOLS
+    for tool in manifest:
+        assert tool["type"] == "function"
+        function = tool["function"]
+        assert set(function) == {"name", "description", "parameters"}
+        assert len(function["description"]) > 20
+        parameters = function["parameters"]
+        jsonschema.Draft202012Validator.check_schema(parameters)
+        assert parameters["type"] == "object"
+        assert parameters["additionalProperties"] is False
+        assert "$ref" not in json.dumps(parameters)
+
+
+def test_manifest_key_schema_carries_the_grammar(client):
+    manifest = {tool["function"]["name"]: tool for tool in client.get("/api/v1/tools").json()}
+    key = manifest["create_memory"]["function"]["parameters"]["properties"]["key"]
+    assert key["type"] == "string"
+    assert "<kind>:<slug>" in key["description"]
+    assert re.fullmatch(key["pattern"].strip("^$"), "preference:report-format")
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_manifest_schema_and_endpoint_agree(
+    client, call_tool, alice, alice_agent, alice_token, name
+):
+    manifest = {tool["function"]["name"]: tool for tool in client.get("/api/v1/tools").json()}
+    validator = jsonschema.Draft202012Validator(manifest[name]["function"]["parameters"])
+    valid, invalid = CALLS[name]
+
+    memory_upsert(user=alice, key="fact:seeded", value="seed", actor=Actor.for_agent(alice_agent))
+    assert validator.is_valid(invalid) is False
+    refused = call_tool(alice_token, name, invalid)
+    assert refused.status_code == 400, refused.content
+    assert validator.is_valid({**valid, "unexpected": 1}) is False
+    assert call_tool(alice_token, name, {**valid, "unexpected": 1}).status_code == 400
+
+    assert validator.is_valid(valid) is True
+    accepted = call_tool(alice_token, name, valid)
+    assert accepted.status_code in (200, 201), accepted.content
+
+
+def test_manifest_is_public_and_needs_no_token(client):
+    assert client.get("/api/v1/tools").status_code == 200
+
+
+# --- create_agent_token ------------------------------------------------------------------
+
+
+def test_create_agent_token_prints_a_working_token(alice, call_tool):
+    out, err = StringIO(), StringIO()
+    call_command("create_agent_token", "alice", "helper", stdout=out, stderr=err)
+    raw = out.getvalue().strip()
+    assert raw.startswith("mnemo_")
+    assert "shown only this once" in err.getvalue()
+    agent = Agent.objects.get(user=alice, name="helper")
+    assert agent.tokens.get().token_hash != raw  # only the hash is stored
+
+    response = call_tool(raw, "create_memory", {"key": "fact:cli", "value": "made by a CLI token"})
+    assert response.status_code == 201
+    assert Memory.objects.get(user=alice, key="fact:cli").history.get().actor_agent == agent
+
+
+def test_create_agent_token_reuses_the_agent(alice, alice_agent):
+    call_command("create_agent_token", "alice", "assistant", stdout=StringIO(), stderr=StringIO())
+    assert Agent.objects.filter(user=alice).count() == 1
+    assert alice_agent.tokens.count() == 1
+
+
+def test_create_agent_token_refuses_unknown_user_and_bad_name(alice):
+    with pytest.raises(CommandError, match="No user 'nobody'"):
+        call_command("create_agent_token", "nobody", "x", stdout=StringIO(), stderr=StringIO())
+    with pytest.raises(CommandError, match="Agent names"):
+        call_command("create_agent_token", "alice", "Bad Name", stdout=StringIO())
+    assert not Agent.objects.filter(user=alice).exists()
