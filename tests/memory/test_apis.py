@@ -489,3 +489,84 @@ def test_unknown_api_path_is_json_404(client):
     response = client.get("/api/v2/anything")
     assert response.status_code == 404
     assert error(response)["code"] == "not_found"
+
+
+# --- working memory -----------------------------------------------------------------------
+
+
+def working_memory(client, token, query=""):
+    return client.get(
+        f"/api/v1/working-memory{query}", headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+def test_working_memory_markdown_and_json(client, call_tool, alice_token):
+    call_tool(alice_token, "create_memory", {"key": "name", "value": "Alice"})
+    call_tool(alice_token, "create_memory", {"key": "fact:tea", "value": "likes green tea"})
+    expected = "### About you\nAlice\n\n### What you've told me\n- Fact: likes green tea\n"
+
+    markdown = working_memory(client, alice_token)
+    assert markdown.status_code == 200
+    assert markdown["Content-Type"] == "text/markdown; charset=utf-8"
+    assert markdown.content.decode() == expected
+    assert markdown["Server-Timing"].startswith("render;dur=")
+
+    as_json = working_memory(client, alice_token, "?format=json")
+    assert as_json.status_code == 200
+    body = as_json.json()
+    assert body["text"] == expected
+    assert body["budget"] == 2000  # the profile's default
+    assert body["included"] == ["name", "fact:tea"]
+    assert body["omitted"] == []
+    assert body["counter"].startswith(("tiktoken", "estimate"))
+    assert 0 < body["tokens"] < 40
+    assert markdown["X-Mnemo-Tokens"] == str(body["tokens"])
+
+
+def test_working_memory_budget_default_comes_from_the_profile(client, alice, alice_token):
+    profile_update(user=alice, token_budget=750)
+    assert working_memory(client, alice_token, "?format=json").json()["budget"] == 750
+    assert working_memory(client, alice_token, "?format=json&budget=8000").json()["budget"] == 8000
+
+
+def test_working_memory_reports_what_was_left_out(client, call_tool, alice_token):
+    for n in range(12):
+        value = f"entry {n} " + "with a long explanation of a habit " * 12
+        call_tool(alice_token, "create_memory", {"key": f"fact:n{n:02d}", "value": value.strip()})
+    body = working_memory(client, alice_token, "?format=json&budget=500").json()
+    assert body["tokens"] <= 500
+    assert body["omitted"]
+    assert {item["reason"] for item in body["omitted"]} == {"over_budget"}
+    assert len(body["included"]) + len(body["omitted"]) == 12
+    count = len(body["omitted"])
+    assert body["text"].endswith(f"({count} more memories left out to fit the budget)\n")
+
+
+@pytest.mark.parametrize(
+    "query", ["?budget=499", "?budget=8001", "?budget=lots", "?budget=1e3", "?format=xml"]
+)
+def test_working_memory_bad_parameters_are_400(client, alice_token, query):
+    response = working_memory(client, alice_token, query)
+    assert response.status_code == 400
+    problem = error(response)
+    assert problem["field"] in ("budget", "format")
+    if "budget=4" in query or "budget=8" in query:
+        assert problem["message"] == "budget: Budget must be between 500 and 8000."
+
+
+def test_working_memory_is_the_users_own(client, call_tool, alice_token, bob_token):
+    call_tool(alice_token, "create_memory", {"key": "fact:secret", "value": "alice's secret"})
+    assert working_memory(client, bob_token).content.decode() == ""
+    assert "alice's secret" in working_memory(client, alice_token).content.decode()
+
+
+def test_working_memory_reads_while_paused_and_needs_a_live_token(
+    client, call_tool, alice, alice_token
+):
+    call_tool(alice_token, "create_memory", {"key": "fact:tea", "value": "tea"})
+    profile_update(user=alice, memory_paused=True)
+    assert working_memory(client, alice_token).status_code == 200
+    token_revoke(token=AgentToken.objects.get(agent__user=alice))
+    revoked = working_memory(client, alice_token)
+    assert revoked.status_code == 401
+    assert error(revoked)["code"] == "invalid_token"
