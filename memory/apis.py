@@ -417,7 +417,9 @@ class WorkingMemoryApi(APIView):
         "The Server-Timing header carries the render time.",
         parameters=[
             OpenApiParameter(
-                "budget", int, description=f"Tokens, {MIN_TOKEN_BUDGET}–{MAX_TOKEN_BUDGET}."
+                "budget",
+                {"type": "integer", "minimum": MIN_TOKEN_BUDGET, "maximum": MAX_TOKEN_BUDGET},
+                description="Tokens; default: the user's setting.",
             ),
             OpenApiParameter("format", str, enum=["markdown", "json"], default="markdown"),
         ],
@@ -437,7 +439,8 @@ class WorkingMemoryApi(APIView):
         },
     )
     def get(self, request: Request) -> HttpResponse:
-        query = WorkingMemoryQuerySerializer(data=request.query_params)
+        # A plain dict: an empty `?budget=` is then refused instead of read as "not given".
+        query = WorkingMemoryQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         started = time.perf_counter()
         block = build_working_memory(user=request.user, budget=query.validated_data.get("budget"))

@@ -543,7 +543,16 @@ def test_working_memory_reports_what_was_left_out(client, call_tool, alice_token
 
 
 @pytest.mark.parametrize(
-    "query", ["?budget=499", "?budget=8001", "?budget=lots", "?budget=1e3", "?format=xml"]
+    "query",
+    [
+        "?budget=499",
+        "?budget=8001",
+        "?budget=lots",
+        "?budget=1e3",
+        "?budget=",
+        "?format=",
+        "?format=xml",
+    ],
 )
 def test_working_memory_bad_parameters_are_400(client, alice_token, query):
     response = working_memory(client, alice_token, query)
