@@ -29,6 +29,9 @@ test: install
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen pytest
 
+bench: install
+	$(UV) run --frozen python bench/api.py
+
 lint: install
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .

@@ -37,7 +37,7 @@ from lib.api import (
 from lib.errors import InvalidInput
 from memory import selectors, services
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
-from memory.models import MAX_VALUE_LENGTH, Memory, Source
+from memory.models import MAX_VALUE_LENGTH, Source
 from memory.services import MAX_TAGS, TAG_PATTERN
 from memory.working_memory import EMPTY, OVER_BUDGET, build_working_memory
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
@@ -107,27 +107,20 @@ def _tags_field() -> TextListField:
     )
 
 
-class MemorySerializer(serializers.ModelSerializer):
-    kind = serializers.CharField(
-        read_only=True, help_text="profile, style, or the entry kind (fact, preference, …)."
-    )
+class MemorySerializer(serializers.Serializer):
+    """A memory row as agents see it. Plain fields: a ModelSerializer rebuilds them per call."""
 
-    class Meta:
-        model = Memory
-        fields = [
-            "key",
-            "kind",
-            "value",
-            "source",
-            "confidence",
-            "tags",
-            "pinned",
-            "access_count",
-            "last_accessed_at",
-            "created_at",
-            "updated_at",
-        ]
-        read_only_fields = fields
+    key = serializers.CharField()
+    kind = serializers.CharField(help_text="profile, style, or the entry kind (fact, …).")
+    value = serializers.CharField()
+    source = serializers.ChoiceField(choices=Source.choices)
+    confidence = serializers.FloatField()
+    tags = serializers.ListField(child=serializers.CharField())
+    pinned = serializers.BooleanField()
+    access_count = serializers.IntegerField()
+    last_accessed_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
 
 
 class CreateMemorySerializer(ToolInput):
@@ -172,7 +165,7 @@ class ListMemoriesSerializer(ToolInput):
         choices=selectors.KINDS, required=False, help_text="Only this kind of memory."
     )
     tag = TextField(required=False, max_length=40, help_text="Only memories with this tag.")
-    source = serializers.ChoiceField(choices=Source.values, required=False)
+    source = serializers.ChoiceField(choices=Source.choices, required=False)
     updated_since = serializers.DateTimeField(
         required=False, help_text="Only memories changed at or after this time (ISO 8601)."
     )

@@ -192,7 +192,7 @@ def _write(
         if not created:
             for name, new in fields.items():
                 setattr(memory, name, new)
-            memory.save()
+            memory.save(update_fields=[*fields, "updated_at"])
         if created and action == HistoryAction.UPDATE:
             action = HistoryAction.CREATE
         history = MemoryHistory.objects.create(

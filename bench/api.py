@@ -1,0 +1,846 @@
+"""Load benchmark of the agent API under gunicorn (`make bench`; never run by the tests).
+
+Seeds a throwaway embedded database through the project's services, starts gunicorn
+on a free local port against it, then measures:
+
+* create_memory: sustained req/s and client-side latency with C concurrent clients;
+* the working-memory render for a user with 500 entries: the server's own render
+  time (the Server-Timing header) and the client-side round trip.
+
+The load generator is deliberately lean (one thread per client, hand-written HTTP/1.1
+over a plain socket) because client, gunicorn and PostgreSQL share the same cores.
+A benchmark reports, it does not gate: the exit code is 0 whether targets are met or
+not, 1 if the server failed to start, 2 if every request of a benchmark failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import itertools
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from django.contrib.auth.models import AbstractBaseUser
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+WRITE_PATH = "/api/v1/tools/create_memory"
+RENDER_PATH = "/api/v1/working-memory?format=json"
+PROBE_PATH = "/login/"
+
+TARGET_WRITE_RPS = 400.0
+TARGET_WRITE_P95_MS = 25.0
+TARGET_RENDER_P95_MS = 5.0
+
+EXISTING_WRITE_KEYS = 1000  # fact:bench-0 … fact:bench-999 exist before the first write
+NEW_KEY_SHARE = 0.25  # the rest of the writes replace one of the existing keys
+RENDER_ENTRIES = 500
+START_DEADLINE_S = 90.0
+STOP_DEADLINE_S = 30.0
+REQUEST_TIMEOUT_S = 30.0
+DEFAULT_SERVER = "sync:3"  # the best of --sweep on 2 cores: see bench/README.md
+SWEEP_SERVERS = ("sync:2", "sync:3", "sync:4", "gthread:2x2", "gthread:2x4", "gthread:3x4")
+
+NOISY_CORES = 0.2  # CPU taken by other processes above which a result is flagged
+
+EXIT_SERVER_FAILED = 1
+EXIT_ALL_FAILED = 2
+
+
+class ServerFailed(Exception):
+    pass
+
+
+class AllFailed(Exception):
+    pass
+
+
+class ProtocolError(OSError):
+    """An answer this client cannot read; unlike ConnectionError it is not retried."""
+
+
+# --- a minimal HTTP/1.1 client -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: dict[str, str]  # names in lower case
+    body: bytes
+
+
+class Connection:
+    """One keep-alive connection; reconnects when the server closes it (sync workers do)."""
+
+    def __init__(
+        self, port: int, headers: dict[str, str], timeout: float = REQUEST_TIMEOUT_S
+    ) -> None:
+        self.port, self.timeout = port, timeout
+        self.fixed_headers = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self.sock: socket.socket | None = None
+        self.buffer = b""
+
+    def request(self, method: str, path: str, body: bytes = b"") -> HttpResponse:
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\n{self.fixed_headers}"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        reused = self.sock is not None
+        try:
+            return self._exchange(head.encode() + body)
+        except ConnectionError:
+            self.close()
+            if not reused:
+                raise
+        # The server dropped an idle keep-alive connection: retry once on a fresh one.
+        return self._exchange(head.encode() + body)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        self.sock, self.buffer = None, b""
+
+    def _exchange(self, data: bytes) -> HttpResponse:
+        if self.sock is None:
+            self.sock = socket.create_connection((HOST, self.port), timeout=self.timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.sendall(data)
+        status, headers = self._read_head()
+        body = self._read_exactly(int(headers.get("content-length", "0")))
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return HttpResponse(status, headers, body)
+
+    def _read_head(self) -> tuple[int, dict[str, str]]:
+        while b"\r\n\r\n" not in self.buffer:
+            self._receive()
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if "chunked" in headers.get("transfer-encoding", ""):
+            raise ProtocolError("chunked responses are not supported by this client")
+        return int(status_line.split(" ", 2)[1]), headers
+
+    def _read_exactly(self, length: int) -> bytes:
+        while len(self.buffer) < length:
+            self._receive()
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return body
+
+    def _receive(self) -> None:
+        assert self.sock is not None
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        self.buffer += chunk
+
+
+# --- statistics ------------------------------------------------------------------------
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile of an unsorted list (nan if empty)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * pct // 100))  # ceil without floats drifting
+    return ordered[int(rank) - 1]
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT MET"
+
+
+@dataclass
+class Tally:
+    """What a set of clients saw: latencies of answered 2xx requests, statuses, failures."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+
+    def record(self, started: float, response: HttpResponse) -> None:
+        self.statuses[response.status] += 1
+        if 200 <= response.status < 300:
+            self.latencies_ms.append((time.perf_counter() - started) * 1000)
+        else:
+            self.fail(f"HTTP {response.status}: {response.body[:300].decode(errors='replace')}")
+
+    def fail(self, sample: str) -> None:
+        self.errors += 1
+        if len(self.error_samples) < 3:
+            self.error_samples.append(sample)
+
+    def merge(self, other: Tally) -> None:
+        self.latencies_ms += other.latencies_ms
+        self.statuses.update(other.statuses)
+        self.errors += other.errors
+        self.error_samples += other.error_samples[: 3 - len(self.error_samples)]
+
+    @property
+    def ok(self) -> int:
+        return len(self.latencies_ms)
+
+
+# --- CPU accounting --------------------------------------------------------------------
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    try:
+        parent = psutil.Process(pid)
+        return [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def cpu_seconds(processes: Iterable[psutil.Process]) -> dict[int, float]:
+    seconds = {}
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        seconds[process.pid] = times.user + times.system
+    return seconds
+
+
+class CpuMeter:
+    """CPU used by the client (this process), gunicorn and PostgreSQL over a window."""
+
+    def __init__(self, server_pid: int, postmaster_pid: int) -> None:
+        self.groups: dict[str, Callable[[], list[psutil.Process]]] = {
+            "client": lambda: [psutil.Process()],
+            "gunicorn": lambda: process_tree(server_pid),
+            "postgres": lambda: process_tree(postmaster_pid),
+        }
+        self.start: dict[str, dict[int, float]] = {}
+        self.machine_start: Any = None
+        self.started_at = 0.0
+
+    def begin(self) -> None:
+        self.start = {name: cpu_seconds(procs()) for name, procs in self.groups.items()}
+        self.machine_start = psutil.cpu_times()
+        self.started_at = time.perf_counter()
+
+    def end(self) -> str:
+        """Cores kept busy by each group; "others" is everything else on the machine
+        (a test run next door shows up here and makes the numbers unreliable)."""
+        wall = time.perf_counter() - self.started_at
+        busy = {}
+        for name, procs in self.groups.items():
+            now = cpu_seconds(procs())
+            busy[name] = sum(total - self.start[name].get(pid, 0.0) for pid, total in now.items())
+        machine = psutil.cpu_times()
+        ours = sum(busy.values())
+        busy["others"] = machine_busy(machine) - machine_busy(self.machine_start) - ours
+        busy["steal"] = getattr(machine, "steal", 0.0) - getattr(self.machine_start, "steal", 0.0)
+        parts = [f"{name} {max(0.0, seconds) / wall:.2f}" for name, seconds in busy.items()]
+        line = f"cpu (cores busy of {psutil.cpu_count()}): " + ", ".join(parts)
+        if (busy["others"] + busy["steal"]) / wall > NOISY_CORES:
+            line += "\n  WARNING    other processes took CPU during this run; numbers are low"
+        return line
+
+
+def machine_busy(times: Any) -> float:
+    idle = times.idle + getattr(times, "iowait", 0.0) + getattr(times, "steal", 0.0)
+    guest = getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
+    return sum(times) - idle - guest  # guest time is already counted in user time
+
+
+# --- the database: environment, migrate, seed -------------------------------------------
+
+
+def prepare_environment() -> Path:
+    data_dir = Path(tempfile.mkdtemp(prefix="mnemo-bench-"))
+    # Registered before Django starts PostgreSQL, so it runs after pgserver's own atexit
+    # (which deletes only the postgres folder) and removes the rest of the data dir.
+    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
+    os.environ.pop("DATABASE_URL", None)
+    os.environ.update(
+        MNEMO_DATA_DIR=str(data_dir),
+        MNEMO_EMBEDDED_THROWAWAY="1",
+        MNEMO_API_RATE="1000000/s",
+        DJANGO_SETTINGS_MODULE="config.settings",
+        MNEMO_LOG_LEVEL="WARNING",
+    )
+    sys.path.insert(0, str(ROOT))
+    return data_dir
+
+
+def setup_django() -> None:
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def new_agent(username: str) -> tuple[AbstractBaseUser, Any, str]:
+    """A user with one agent "bench" and its bearer token."""
+    from django.contrib.auth import get_user_model
+
+    from profiles import services
+
+    user = get_user_model().objects.create_user(username=username)
+    services.profile_for_user(user)
+    agent = services.agent_get_or_create(user=user, name="bench")
+    return user, agent, services.token_create(agent=agent).raw
+
+
+PROFILE = {
+    "name": "Kevin Tan",
+    "role": "Head of Growth",
+    "company": "YARNNN",
+    "timezone": "Asia/Singapore",
+    "tone_slack": "Casual and direct; first names, no greetings, emoji only to acknowledge.",
+    "verbosity_slack": "Short: two or three sentences, bullet points for anything longer.",
+}
+TEMPLATES = {
+    "fact": "Works with the {team} team on {project}; their weekly sync is on {day} at {hour}.",
+    "instruction": "When drafting {doc} for {person}, lead with the numbers and keep it under "
+    "{words} words.",
+    "preference": "Prefers {doc} as a short bulleted list, with links to the source data at "
+    "the end rather than inline.",
+    "decision": "Decided on {day} to move {project} to the {team} team's roadmap because the "
+    "{topic} results were stronger than expected.",
+    "discovery": "Found that the {project} dashboard undercounts {topic} when sessions cross "
+    "midnight in the {team} region.",
+    "pattern": "Usually reviews {doc} on {day} mornings before the {team} standup and replies "
+    "in one batch.",
+    "task": "Follow up with {person} about {topic} for {project} by {day}.",
+    "bugfix": "Fixed the {topic} export in {project} by reading timestamps as UTC before "
+    "grouping by {team} week.",
+}
+WORDS = {
+    "team": ["growth", "data", "design", "platform", "sales", "support", "finance"],
+    "project": ["Atlas", "the Q3 launch", "onboarding v2", "the pricing page", "Beacon"],
+    "day": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"],
+    "hour": ["9:30", "11:00", "14:00", "16:30"],
+    "doc": ["weekly reports", "board updates", "launch briefs", "customer emails"],
+    "person": ["Priya", "Marcus", "Aiko", "Daniel", "Sofia", "Tom"],
+    "words": ["150", "200", "300"],
+    "topic": ["retention", "activation", "churn", "trial conversion", "referrals"],
+}
+
+
+def entry_value(kind: str, rng: random.Random) -> str:
+    text = TEMPLATES[kind].format(**{name: rng.choice(words) for name, words in WORDS.items()})
+    return text[:200]
+
+
+def seed_render_user(count: int) -> str:
+    """A user with the profile above and `count` entries spread over every kind."""
+    from activity.actors import Actor
+    from memory import services
+    from memory.keys import ENTRY_KINDS
+
+    user, agent, token = new_agent("bench-reader")
+    actor = Actor.for_agent(agent)
+    for key, value in PROFILE.items():
+        services.memory_upsert(user=user, key=key, value=value, actor=actor)
+    rng = random.Random(500)  # noqa: S311 - reproducible test data, not a secret
+    for n in range(count):
+        kind = ENTRY_KINDS[n % len(ENTRY_KINDS)]
+        services.memory_upsert(
+            user=user,
+            key=f"{kind}:item-{n}",
+            value=entry_value(kind, rng),
+            actor=actor,
+            confidence=round(rng.uniform(0.5, 0.95), 2),
+            tags=[kind, rng.choice(WORDS["team"])],
+            pinned=n % 50 == 0,
+        )
+    return token
+
+
+def write_value(n: int) -> str:
+    return f"Prefers the weekly {WORDS['topic'][n % 5]} summary as bullets; benchmark write {n}."
+
+
+def seed_write_user() -> str:
+    """A user whose fact:bench-0 … fact:bench-999 exist, so writes can replace them."""
+    from activity.actors import Actor
+    from memory import services
+
+    user, agent, token = new_agent("bench-writer")
+    actor = Actor.for_agent(agent)
+    for n in range(EXISTING_WRITE_KEYS):
+        services.memory_upsert(user=user, key=f"fact:bench-{n}", value=write_value(n), actor=actor)
+    return token
+
+
+# --- gunicorn --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    worker_class: str  # sync or gthread
+    workers: int
+    threads: int
+
+    @classmethod
+    def parse(cls, text: str) -> ServerConfig:
+        match = re.fullmatch(r"(sync):([1-9]\d*)|(gthread):([1-9]\d*)x([1-9]\d*)", text)
+        if match is None:
+            raise argparse.ArgumentTypeError(f"{text!r}: use sync:<workers> or gthread:<w>x<t>")
+        if match[1]:
+            return cls("sync", int(match[2]), 1)
+        return cls("gthread", int(match[4]), int(match[5]))
+
+    @property
+    def label(self) -> str:
+        if self.worker_class == "sync":
+            return f"sync:{self.workers}"
+        return f"gthread:{self.workers}x{self.threads}"
+
+    def arguments(self, port: int) -> list[str]:
+        return [
+            "config.wsgi:application",
+            f"--bind={HOST}:{port}",
+            f"--workers={self.workers}",
+            f"--worker-class={self.worker_class}",
+            f"--threads={self.threads}",
+            "--log-level=warning",
+            "--graceful-timeout=10",
+        ]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """gunicorn in a child process; stopped with SIGTERM when the block ends."""
+
+    def __init__(self, config: ServerConfig, data_dir: Path) -> None:
+        self.config = config
+        self.port = free_port()
+        self.log_path = data_dir / f"gunicorn-{config.label}.log"
+        self.postmaster_pid = postmaster_pid(data_dir)
+        self.command = [sys.executable, "-m", "gunicorn", *config.arguments(self.port)]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Server:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
+                self.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            self._wait_until_up()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def _wait_until_up(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + START_DEADLINE_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerFailed(f"gunicorn exited with code {self.process.returncode}")
+            if self._answers():
+                return
+            # The pause between probes doubles as a check that gunicorn is still alive.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=0.1)
+        raise ServerFailed(f"gunicorn did not answer within {START_DEADLINE_S:.0f} s")
+
+    def _answers(self) -> bool:
+        connection = Connection(self.port, {}, timeout=5.0)
+        try:
+            connection.request("GET", PROBE_PATH)
+        except OSError:
+            return False
+        finally:
+            connection.close()
+        return True
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def postmaster_pid(data_dir: Path) -> int:
+    return int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
+
+
+# --- the two benchmarks ----------------------------------------------------------------
+
+
+def auth_headers(token: str, *, json_body: bool = False) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {token}"}
+    if json_body:
+        headers["Content-Type"] = "application/json"
+    return headers
+
+
+class WriteKeys:
+    """Keys for create_memory: a quarter new (fact:bench-1000, 1001, …), the rest replace one
+    of fact:bench-0 … 999. Shared by the client threads; itertools.count is atomic."""
+
+    def __init__(self) -> None:
+        self.new = itertools.count(EXISTING_WRITE_KEYS)
+        self.seeds = itertools.count()
+
+    def rng(self) -> random.Random:
+        """A generator of its own for each client, different in every run."""
+        return random.Random(next(self.seeds))  # noqa: S311 - a load pattern, not a secret
+
+    def body(self, rng: random.Random) -> bytes:
+        new = rng.random() < NEW_KEY_SHARE
+        n = next(self.new) if new else rng.randrange(EXISTING_WRITE_KEYS)
+        payload = {"key": f"fact:bench-{n}", "value": write_value(n), "tags": ["bench"]}
+        return json.dumps(payload).encode()
+
+
+def write_client(
+    port: int, token: str, keys: WriteKeys, seconds: float, gate: threading.Barrier
+) -> Tally:
+    tally, rng = Tally(), keys.rng()
+    connection = Connection(port, auth_headers(token, json_body=True))
+    gate.wait()
+    stop_at = time.perf_counter() + seconds
+    while time.perf_counter() < stop_at:
+        body = keys.body(rng)
+        started = time.perf_counter()
+        try:
+            tally.record(started, connection.request("POST", WRITE_PATH, body))
+        except OSError as error:
+            connection.close()
+            tally.fail(f"{type(error).__name__}: {error}")
+    connection.close()
+    return tally
+
+
+def run_writers(
+    port: int, token: str, keys: WriteKeys, clients: int, seconds: float
+) -> tuple[Tally, float]:
+    """C clients writing for `seconds`; returns what they saw and the wall time it took."""
+    gate, tallies = threading.Barrier(clients + 1), []
+
+    def client() -> None:
+        tallies.append(write_client(port, token, keys, seconds, gate))
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    gate.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    total = Tally()
+    for tally in tallies:
+        total.merge(tally)
+    return total, time.perf_counter() - started
+
+
+SERVER_TIMING = re.compile(r"render;dur=([0-9.]+)")
+
+
+def parse_json(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {"error": f"not JSON: {body[:100]!r}"}
+    return parsed if isinstance(parsed, dict) else {"error": f"not an object: {body[:100]!r}"}
+
+
+@dataclass
+class Renders:
+    tally: Tally = field(default_factory=Tally)
+    server_ms: list[float] = field(default_factory=list)
+    first: dict[str, Any] | None = None
+
+
+def run_renders(port: int, token: str, count: int) -> Renders:
+    """`count` sequential working-memory renders on one keep-alive connection."""
+    renders, connection = Renders(), Connection(port, auth_headers(token))
+    for _ in range(count):
+        started = time.perf_counter()
+        try:
+            response = connection.request("GET", RENDER_PATH)
+        except OSError as error:
+            connection.close()
+            renders.tally.fail(f"{type(error).__name__}: {error}")
+            continue
+        renders.tally.record(started, response)
+        if 200 <= response.status < 300:
+            timing = SERVER_TIMING.search(response.headers.get("server-timing", ""))
+            if timing:
+                renders.server_ms.append(float(timing[1]))
+            if renders.first is None:
+                renders.first = parse_json(response.body)
+    connection.close()
+    return renders
+
+
+# --- reporting -------------------------------------------------------------------------
+
+
+def ms(value: float) -> str:
+    return f"{value:7.2f} ms"
+
+
+def print_errors(tally: Tally) -> None:
+    if tally.errors:
+        print(f"  errors     {tally.errors}; samples:")
+        for sample in tally.error_samples:
+            print(f"    {sample}")
+
+
+def report_writes(tally: Tally, elapsed: float, cpu: str) -> tuple[float, float]:
+    rate, p95 = tally.ok / elapsed, percentile(tally.latencies_ms, 95)
+    created, replaced = tally.statuses[201], tally.statuses[200]
+    print(
+        f"  requests   {tally.ok + tally.errors} in {elapsed:.1f} s: "
+        f"{created} created (201), {replaced} replaced (200), {tally.errors} errors"
+    )
+    print(
+        f"  throughput {rate:7.1f} req/s   target >= {TARGET_WRITE_RPS:.0f} req/s"
+        f"   {verdict(rate >= TARGET_WRITE_RPS)}"
+    )
+    print(
+        f"  latency    p50 {ms(percentile(tally.latencies_ms, 50))}  p95 {ms(p95)}"
+        f"  p99 {ms(percentile(tally.latencies_ms, 99))}"
+        f"   target p95 <= {TARGET_WRITE_P95_MS:.0f} ms   {verdict(p95 <= TARGET_WRITE_P95_MS)}"
+    )
+    print(f"  {cpu}")
+    print_errors(tally)
+    return rate, p95
+
+
+def report_renders(renders: Renders, cpu: str) -> float:
+    if renders.first is not None:
+        body = renders.first
+        if "error" in body:
+            print(f"  response   {body['error']}")
+        print(
+            f"  response   tokens {body.get('tokens')}, budget {body.get('budget')}, "
+            f"counter {body.get('counter')}, included {len(body.get('included', []))}, "
+            f"omitted {len(body.get('omitted', []))}"
+        )
+    server_p95 = percentile(renders.server_ms, 95)
+    print(
+        f"  server     render p50 {ms(percentile(renders.server_ms, 50))}  p95 {ms(server_p95)}"
+        f"   ({len(renders.server_ms)} Server-Timing values)"
+        f"   target p95 <= {TARGET_RENDER_P95_MS:.0f} ms   "
+        f"{verdict(server_p95 <= TARGET_RENDER_P95_MS)}"
+    )
+    client = renders.tally.latencies_ms
+    p50, p95 = percentile(client, 50), percentile(client, 95)
+    print(f"  client     round trip p50 {ms(p50)}  p95 {ms(p95)}")
+    print(f"  {cpu}")
+    print_errors(renders.tally)
+    return server_p95
+
+
+def print_machine() -> None:
+    from importlib.metadata import version
+
+    usable = len(os.sched_getaffinity(0))
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print("Mnemo agent API benchmark")
+    print(f"machine    {os.cpu_count()} CPUs ({usable} usable), load average {load}")
+    print(f"           {platform.platform()}, {psutil.virtual_memory().total / 2**30:.1f} GiB RAM")
+    print(
+        f"software   Python {platform.python_version()}, gunicorn {version('gunicorn')}, "
+        f"Django {version('django')}, DRF {version('djangorestframework')}"
+    )
+
+
+def postgres_version() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        return cursor.fetchone()[0]
+
+
+# --- main ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tokens:
+    writer: str
+    reader: str
+
+
+def bench_writes(server: Server, token: str, args: argparse.Namespace) -> list[str]:
+    keys, summary = WriteKeys(), []
+    for clients in args.clients:
+        print(
+            f"\ncreate_memory: {clients} concurrent clients, {args.seconds:g} s "
+            f"after {args.warmup:g} s warm-up ({NEW_KEY_SHARE:.0%} new keys, rest replace)"
+        )
+        run_writers(server.port, token, keys, clients, args.warmup)
+        meter = CpuMeter(server.pid, server.postmaster_pid)
+        meter.begin()
+        tally, elapsed = run_writers(server.port, token, keys, clients, args.seconds)
+        rate, p95 = report_writes(tally, elapsed, meter.end())
+        summary.append(f"C={clients}: {rate:6.1f} req/s p95 {p95:6.2f} ms")
+        if not tally.ok:
+            raise AllFailed("every create_memory request failed")
+    return summary
+
+
+def bench_renders(server: Server, token: str, args: argparse.Namespace) -> str:
+    print(
+        f"\nworking memory: {RENDER_ENTRIES} entries, {args.renders} sequential GETs "
+        f"after {args.render_warmup} warm-up ({RENDER_PATH})"
+    )
+    run_renders(server.port, token, args.render_warmup)
+    meter = CpuMeter(server.pid, server.postmaster_pid)
+    meter.begin()
+    renders = run_renders(server.port, token, args.renders)
+    server_p95 = report_renders(renders, meter.end())
+    if not renders.tally.ok:
+        raise AllFailed("every working-memory request failed")
+    client_p95 = percentile(renders.tally.latencies_ms, 95)
+    return f"render p95 server {server_p95:5.2f} ms, client {client_p95:5.2f} ms"
+
+
+def bench_server(
+    config: ServerConfig, tokens: Tokens, data_dir: Path, args: argparse.Namespace
+) -> tuple[int, str]:
+    """Start gunicorn with `config`, run both benchmarks, stop it; (exit code, summary)."""
+    server = Server(config, data_dir)
+    print(f"\n=== gunicorn {config.label}: {' '.join(server.command[1:])}")
+    try:
+        with server:
+            writes = bench_writes(server, tokens.writer, args)
+            render = bench_renders(server, tokens.reader, args)
+    except ServerFailed as error:
+        print(f"SERVER FAILED: {error}\n--- gunicorn log (tail) ---\n{server.log_tail()}")
+        return EXIT_SERVER_FAILED, f"{config.label:12} server failed"
+    except AllFailed as error:
+        print(f"ALL REQUESTS FAILED: {error}\n--- gunicorn log (tail) ---\n{server.log_tail()}")
+        return EXIT_ALL_FAILED, f"{config.label:12} all requests failed"
+    return 0, f"{config.label:12} " + " | ".join([*writes, render])
+
+
+def seed() -> Tokens:
+    from django.db import connections
+
+    started = time.perf_counter()
+    setup_django()
+    tokens = Tokens(writer=seed_write_user(), reader=seed_render_user(RENDER_ENTRIES))
+    print(f"database   PostgreSQL {postgres_version()} (embedded, throwaway)")
+    print(
+        f"seeded     writer with {EXISTING_WRITE_KEYS} keys, reader with {RENDER_ENTRIES} "
+        f"entries + {len(PROFILE)} profile/style keys, in {time.perf_counter() - started:.1f} s"
+    )
+    connections.close_all()  # the server's processes do the work from here on
+    return tokens
+
+
+def client_counts(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--server",
+        type=ServerConfig.parse,
+        default=DEFAULT_SERVER,
+        help=f"sync:<workers> or gthread:<workers>x<threads> (default {DEFAULT_SERVER})",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help=f"run everything for each of {', '.join(SWEEP_SERVERS)}",
+    )
+    parser.add_argument(
+        "--clients",
+        type=client_counts,
+        default=[8, 16],
+        help="concurrent create_memory clients, comma-separated (default 8,16)",
+    )
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds per run")
+    parser.add_argument("--renders", type=int, default=500, help="measured renders")
+    parser.add_argument("--render-warmup", type=int, default=50, help="warm-up renders")
+    return parser.parse_args()
+
+
+def sweep(argv: list[str]) -> int:
+    """Run every SWEEP_SERVERS config in a child run of its own (a fresh database each),
+    then print their summaries together."""
+    summaries, code = [], 0
+    for label in SWEEP_SERVERS:
+        command = [sys.executable, __file__, *argv, f"--server={label}"]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)  # noqa: S603
+        assert child.stdout is not None
+        last = ""
+        for line in child.stdout:
+            print(line, end="")
+            last = line.strip() or last
+        code = max(code, child.wait())
+        summaries.append(last)
+    print("\n=== sweep summary")
+    for summary in summaries:
+        print(f"  {summary}")
+    return code
+
+
+def main() -> int:
+    args = parse_args()
+    if args.sweep:
+        return sweep([arg for arg in sys.argv[1:] if arg != "--sweep"])
+    data_dir = prepare_environment()
+    print_machine()
+    tokens = seed()
+    code, summary = bench_server(args.server, tokens, data_dir, args)
+    print(f"\n=== summary\n  {summary}")
+    return code
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # gunicorn is stopped and the data dir removed on the way out
+        sys.exit(130)
