@@ -4,10 +4,8 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from lib.tool_manifest import api_not_found
-from memory import views as memory_views
 
 urlpatterns = [
-    path("", memory_views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -15,4 +13,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
     re_path(r"^api/", api_not_found),
+    # Pages: the Context page (memory), activity, work, agents and account.
+    path("", include("memory.urls")),
+    path("activity/", include("activity.urls")),
+    path("work/", include("work.urls")),
+    path("", include("profiles.urls")),
 ]

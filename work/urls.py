@@ -1,0 +1,5 @@
+from django.urls import path
+
+from memory import views  # placeholder until the Work pages land
+
+urlpatterns = [path("", views.home, name="work_list")]
