@@ -1,5 +1,5 @@
 from django.urls import path
 
-from memory import views  # placeholder until the Activity page lands
+from activity import views
 
-urlpatterns = [path("", views.home, name="activity")]
+urlpatterns = [path("", views.activity_page, name="activity")]

@@ -103,3 +103,13 @@ def token_revoke(*, token: AgentToken) -> AgentToken:
     )
     token.refresh_from_db(fields=["revoked_at"])
     return token
+
+
+def signup_create_user(*, username: str, password: str) -> AbstractBaseUser:
+    """Open sign-up: a new user with a usable password and their Profile, together."""
+    from django.contrib.auth import get_user_model
+
+    with transaction.atomic():
+        user = get_user_model().objects.create_user(username=username, password=password)
+        profile_for_user(user)
+    return user

@@ -1,5 +1,12 @@
 from django.urls import path
 
-from memory import views  # placeholder until the Agents page lands
+from profiles import views
 
-urlpatterns = [path("agents/", views.home, name="agents")]
+urlpatterns = [
+    path("agents/", views.agents_page, name="agents"),
+    path("agents/new/", views.agent_create, name="agent_create"),
+    path("agents/<int:agent_id>/tokens/", views.token_create_view, name="token_create"),
+    path("agents/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token_revoke"),
+    path("agents/memory/", views.memory_pause, name="memory_pause"),
+    path("signup/", views.signup, name="signup"),
+]

@@ -1,5 +1,8 @@
 from django.urls import path
 
-from memory import views  # placeholder until the Work pages land
+from work import views
 
-urlpatterns = [path("", views.home, name="work_list")]
+urlpatterns = [
+    path("", views.work_list_page, name="work_list"),
+    path("<int:pk>/", views.work_detail_page, name="work_detail"),
+]

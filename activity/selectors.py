@@ -1,0 +1,25 @@
+"""Reads for the activity log; always filtered by the requesting user."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from activity.models import ActivityEvent
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+    from django.db.models import QuerySet
+
+    from profiles.models import Agent
+
+
+def activity_list(
+    *, user: AbstractBaseUser, event_type: str = "", agent: Agent | None = None
+) -> QuerySet[ActivityEvent]:
+    """The user's events, newest first, optionally of one type or by one of their agents."""
+    events = ActivityEvent.objects.filter(user=user).select_related("actor_user", "actor_agent")
+    if event_type:
+        events = events.filter(event_type=event_type)
+    if agent is not None:
+        events = events.filter(actor_agent=agent, actor_agent__user=user)
+    return events.order_by("-created_at", "-id")

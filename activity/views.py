@@ -1,0 +1,138 @@
+"""The Activity page: the user's log of what happened, newest first, filterable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_GET
+
+from activity.actors import ActorKind
+from activity.models import ActivityEvent, EventType
+from activity.selectors import activity_list
+from lib.pages import render_page
+from profiles.models import Agent
+from work.models import WorkKind
+
+PER_PAGE = 50
+TEMPLATE = "activity/activity.html"
+MEMORY_ACTIONS = {"create": "Created", "update": "Updated", "restore": "Restored"}
+SOURCE_LABELS = {"user_stated": "you said", "tp_extracted": "noted", "document": "from a document"}
+
+
+class ActivityFilterForm(forms.Form):
+    event_type = forms.ChoiceField(
+        label="Event type", required=False, choices=[("", "All events"), *EventType.choices]
+    )
+    agent = forms.ModelChoiceField(
+        label="Agent", required=False, queryset=Agent.objects.none(), empty_label="All agents"
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].queryset = Agent.objects.filter(user=user).order_by("name")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One event ready to show: every string is plain text, escaped by the template."""
+
+    event: ActivityEvent
+    label: str
+    who: str
+    who_kind: str
+    verb: str
+    subject: str
+    detail: str
+    work_id: int | None
+
+
+def _text(value: object, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else "" if value is None else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _describe(event: ActivityEvent) -> tuple[str, str, str, int | None]:
+    """(verb, subject, detail, work id) from the payload; unknown shapes degrade to text.
+
+    The subject is a memory key or document path (shown as code) or a work title.
+    """
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    kind = event.event_type
+    if kind == EventType.MEMORY_WRITTEN:
+        verb = MEMORY_ACTIONS.get(str(payload.get("action")), "Wrote")
+        source = SOURCE_LABELS.get(str(payload.get("source")), _text(payload.get("source"), 40))
+        return verb, _text(payload.get("key"), 100), source, None
+    if kind == EventType.MEMORY_DELETED:
+        return "Deleted", _text(payload.get("key"), 100), "", None
+    if kind == EventType.WORK_CREATED:
+        work_id = payload.get("work_id")
+        kind_label = dict(WorkKind.choices).get(payload.get("kind"), _text(payload.get("kind"), 40))
+        return (
+            "",
+            _text(payload.get("title")) or "Untitled",
+            str(kind_label),
+            work_id if isinstance(work_id, int) else None,
+        )
+    if kind in (EventType.DOCUMENT_WRITTEN, EventType.DOCUMENT_DELETED):
+        path = payload.get("path") or payload.get("document") or ""
+        verb = "Wrote" if kind == EventType.DOCUMENT_WRITTEN else "Deleted"
+        return verb, _text(path, 100), "", None
+    parts = [
+        f"{name}: {_text(value, 60)}"
+        for name, value in sorted(payload.items())
+        if isinstance(value, str | int | float | bool) and not name.endswith("_id")
+    ]
+    return "", "", _text(", ".join(parts)), None
+
+
+def _who(event: ActivityEvent, user: Any) -> tuple[str, str]:
+    if event.actor_type == ActorKind.AGENT:
+        return (event.actor_agent.name if event.actor_agent else "a deleted agent"), "agent"
+    if event.actor_type == ActorKind.USER:
+        if event.actor_user_id == user.pk:
+            return "you", "user"
+        return (str(event.actor_user) if event.actor_user else "a deleted user"), "user"
+    return "system", "system"
+
+
+def _row(event: ActivityEvent, user: Any) -> Row:
+    verb, subject, detail, work_id = _describe(event)
+    who, who_kind = _who(event, user)
+    label = event.get_event_type_display()
+    return Row(event, label, who, who_kind, verb, subject, detail, work_id)
+
+
+@login_required
+@require_GET
+def activity_page(request: HttpRequest) -> TemplateResponse:
+    form = ActivityFilterForm(request.GET or None, user=request.user)
+    filtered = False
+    if form.is_bound and form.is_valid():
+        events = activity_list(
+            user=request.user,
+            event_type=form.cleaned_data["event_type"],
+            agent=form.cleaned_data["agent"],
+        )
+        filtered = bool(form.cleaned_data["event_type"] or form.cleaned_data["agent"])
+    elif form.is_bound:
+        events = ActivityEvent.objects.none()
+    else:
+        events = activity_list(user=request.user)
+    page = Paginator(events, PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "form": form,
+        "page": page,
+        "rows": [_row(event, request.user) for event in page.object_list],
+        "filtered": filtered,
+    }
+    history_restore = getattr(request, "htmx", None) and request.htmx.history_restore_request
+    partial = None if history_restore else "activity-list"
+    status = 400 if form.is_bound and not form.is_valid() and not request.htmx else 200
+    return render_page(request, TEMPLATE, context, partial=partial, status=status)

@@ -1,0 +1,200 @@
+"""The Agents page (agents, their API tokens, pausing memory) and open sign-up.
+
+Every action works as an htmx request (a 200 partial, errors inline) and as a plain
+form POST (redirect with a message, or the full page with errors and status 400).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods, require_POST
+
+from lib.errors import InvalidInput
+from lib.pages import render_page
+from profiles.forms import AgentForm, MemoryPauseForm, SignupForm, TokenForm
+from profiles.models import Agent, AgentToken
+from profiles.services import (
+    agent_get_or_create,
+    profile_for_user,
+    profile_update,
+    signup_create_user,
+    token_create,
+    token_revoke,
+)
+
+TEMPLATE = "profiles/agents.html"
+
+
+def _get_agent_for_user(user: Any, agent_id: int) -> Agent:
+    agent = Agent.objects.filter(user=user, pk=agent_id).first()
+    if agent is None:
+        raise Http404("No such agent.")
+    return agent
+
+
+def _get_token_for_user(user: Any, token_id: int) -> AgentToken:
+    token = AgentToken.objects.select_related("agent").filter(agent__user=user, pk=token_id).first()
+    if token is None:
+        raise Http404("No such token.")
+    return token
+
+
+def _agents_for(user: Any) -> list[Agent]:
+    tokens = AgentToken.objects.defer("token_hash").order_by("-created_at", "-id")
+    return list(
+        Agent.objects.filter(user=user)
+        .order_by("name")
+        .prefetch_related(Prefetch("tokens", queryset=tokens))
+    )
+
+
+def _page_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    context: dict[str, Any] = {
+        "agents": _agents_for(request.user),
+        "profile": profile_for_user(request.user),
+        "agent_form": AgentForm(),
+        "token_form": None,
+        "new_token": None,
+    }
+    context.update(extra)
+    return context
+
+
+def _no_store(response: HttpResponse) -> HttpResponse:
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_http_methods(["GET"])
+@never_cache
+def agents_page(request: HttpRequest) -> TemplateResponse:
+    history_restore = request.htmx and request.htmx.history_restore_request
+    partial = None if history_restore else "page-body"
+    return render_page(request, TEMPLATE, _page_context(request), partial=partial)
+
+
+@login_required
+@require_POST
+def agent_create(request: HttpRequest) -> HttpResponse:
+    form = AgentForm(request.POST)
+    agent = None
+    existed = False
+    if form.is_valid():
+        name = form.cleaned_data["name"]
+        existed = Agent.objects.filter(user=request.user, name=name).exists()
+        if existed:
+            form.add_error("name", f"You already have an agent named “{name}”.")
+        else:
+            try:
+                agent = agent_get_or_create(
+                    user=request.user, name=name, description=form.cleaned_data["description"]
+                )
+            except InvalidInput as error:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
+    if agent is None:
+        if request.htmx:
+            context = _page_context(request, agent_form=form)
+            return render_page(request, TEMPLATE, context, partial="agents")
+        return render_page(request, TEMPLATE, _page_context(request, agent_form=form), status=400)
+    message = f"Agent “{agent.name}” created. Create a token so it can connect."
+    if request.htmx:
+        context = _page_context(request, created_agent=agent, agent_message=message)
+        return render_page(request, TEMPLATE, context, partial="agents")
+    messages.success(request, message)
+    return redirect("agents")
+
+
+@login_required
+@require_POST
+def token_create_view(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = _get_agent_for_user(request.user, agent_id)
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        context = _page_context(request, token_form=form, token_form_agent_id=agent.pk)
+        context["agent"] = _agent_from(context, agent)
+        if request.htmx:
+            return render_page(request, TEMPLATE, context, partial="agent-card")
+        return render_page(request, TEMPLATE, context, status=400)
+    issued = token_create(agent=agent, label=form.cleaned_data["label"])
+    # The raw token exists only in this response: it is never stored, so a later
+    # page load cannot show it. Without JS the full page is rendered (no redirect).
+    context = _page_context(request, new_token=issued)
+    context["agent"] = _agent_from(context, agent)
+    response = render_page(request, TEMPLATE, context, partial="agent-card")
+    return _no_store(response)
+
+
+def _agent_from(context: dict[str, Any], agent: Agent) -> Agent:
+    """The prefetched copy of `agent` from the page context (its tokens loaded)."""
+    return next((item for item in context["agents"] if item.pk == agent.pk), agent)
+
+
+@login_required
+@require_POST
+def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = _get_token_for_user(request.user, token_id)
+    was_active = token.is_active
+    token = token_revoke(token=token)
+    if request.htmx:
+        return render_page(
+            request, TEMPLATE, {"token": token, "just_revoked": was_active}, partial="token-row"
+        )
+    if was_active:
+        messages.success(request, f"Token {token.prefix}… revoked. Agents using it are refused.")
+    else:
+        messages.info(request, f"Token {token.prefix}… was already revoked.")
+    return redirect("agents")
+
+
+@login_required
+@require_POST
+def memory_pause(request: HttpRequest) -> HttpResponse:
+    form = MemoryPauseForm(request.POST)
+    if not form.is_valid():
+        if request.htmx:
+            context = {"profile": profile_for_user(request.user), "pause_error": True}
+            return render_page(request, TEMPLATE, context, partial="memory-status")
+        return render_page(request, TEMPLATE, _page_context(request, pause_error=True), status=400)
+    paused = form.cleaned_data["paused"]
+    profile = profile_update(user=request.user, memory_paused=paused)
+    message = (
+        "Memory paused. Agents can read your memory but not change it."
+        if paused
+        else "Memory resumed. Agents can change your memory again."
+    )
+    if request.htmx:
+        context = {"profile": profile, "pause_message": message}
+        return render_page(request, TEMPLATE, context, partial="memory-status")
+    messages.success(request, message)
+    return redirect("agents")
+
+
+@require_http_methods(["GET", "POST"])
+@never_cache
+def signup(request: HttpRequest) -> HttpResponse:
+    if not settings.MNEMO_OPEN_SIGNUP:
+        raise Http404("Sign-up is closed.")
+    if request.user.is_authenticated:
+        return redirect("context")
+    if request.method == "POST":
+        form = SignupForm(request.POST)
+        if form.is_valid():
+            user = signup_create_user(
+                username=form.cleaned_data["username"], password=form.cleaned_data["password1"]
+            )
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(request, f"Welcome, {user.get_username()}. Your account is ready.")
+            return redirect("context")
+        return TemplateResponse(request, "registration/signup.html", {"form": form}, status=400)
+    return TemplateResponse(request, "registration/signup.html", {"form": SignupForm()})

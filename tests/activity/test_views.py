@@ -1,0 +1,183 @@
+"""The Activity page: the user's log, newest first, paginated and filterable."""
+
+import re
+
+import pytest
+
+from activity.actors import Actor
+from activity.models import ActivityEvent
+from memory.services import memory_delete, memory_upsert
+from tests.factories import AgentFactory
+from work.services import work_create
+
+HX = {"HX-Request": "true"}
+ROW = re.compile(r'<tr id="event-(\d+)"')
+
+
+def rows(response):
+    return [int(pk) for pk in ROW.findall(response.content.decode())]
+
+
+@pytest.fixture
+def alice_history(alice, alice_agent):
+    """Three events: alice writes fact:tea, her agent writes fact:coffee, alice deletes tea."""
+    memory_upsert(user=alice, key="fact:tea", value="Likes tea", actor=Actor.for_user(alice))
+    memory_upsert(
+        user=alice, key="fact:coffee", value="No coffee", actor=Actor.for_agent(alice_agent)
+    )
+    memory_delete(user=alice, key="fact:tea", actor=Actor.for_user(alice))
+    return list(ActivityEvent.objects.filter(user=alice).order_by("-created_at", "-id"))
+
+
+def test_login_required(client):
+    response = client.get("/activity/")
+    assert response.status_code == 302
+    assert response["Location"] == "/login/?next=/activity/"
+
+
+def test_full_page_lists_events_newest_first(client, alice, alice_history):
+    client.force_login(alice)
+    response = client.get("/activity/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<html" in html
+    assert '<label for="id_event_type">Event type</label>' in html
+    assert '<label for="id_agent">Agent</label>' in html
+    assert rows(response) == [event.pk for event in alice_history]
+    assert "3 events." in html
+    deleted, _, written_by_alice = alice_history
+    assert f'<tr id="event-{deleted.pk}">' in html
+    assert "<td>Memory deleted</td>" in html
+    assert "Deleted <code>fact:tea</code>" in html
+    assert "Created <code>fact:coffee</code>" in html
+    assert '<span class="badge agent">assistant</span>' in html
+    assert '<span class="badge user">you</span>' in html
+    assert f'datetime="{written_by_alice.created_at.isoformat()}"' in html
+
+
+def test_htmx_request_gets_only_the_list(client, alice, alice_history):
+    client.force_login(alice)
+    response = client.get("/activity/", headers=HX)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<html" not in html
+    assert html.strip().startswith('<section id="activity-list"')
+    assert rows(response) == [event.pk for event in alice_history]
+
+
+def test_empty_state(client, alice):
+    client.force_login(alice)
+    response = client.get("/activity/")
+    assert "No activity yet." in response.content.decode()
+    assert rows(response) == []
+
+
+def test_sixty_events_make_two_pages(client, alice):
+    for number in range(60):
+        memory_upsert(
+            user=alice, key=f"fact:n-{number:02d}", value="x", actor=Actor.for_user(alice)
+        )
+    newest_first = list(
+        ActivityEvent.objects.filter(user=alice)
+        .order_by("-created_at", "-id")
+        .values_list("pk", flat=True)
+    )
+    client.force_login(alice)
+    first = client.get("/activity/")
+    assert rows(first) == newest_first[:50]
+    assert "Page 1 of 2" in first.content.decode()
+    assert 'href="/activity/?page=2"' in first.content.decode()
+    second = client.get("/activity/?page=2", headers=HX)
+    assert "<html" not in second.content.decode()
+    assert rows(second) == newest_first[50:]
+    assert "Page 2 of 2" in second.content.decode()
+    assert "fact:n-00" in second.content.decode()
+    # Out-of-range or junk page numbers fall back to a real page.
+    assert rows(client.get("/activity/?page=99")) == newest_first[50:]
+    assert rows(client.get("/activity/?page=abc")) == newest_first[:50]
+
+
+def test_filter_by_event_type(client, alice, alice_history):
+    client.force_login(alice)
+    for headers in ({}, HX):
+        response = client.get("/activity/?event_type=memory_deleted", headers=headers)
+        assert response.status_code == 200
+        assert rows(response) == [alice_history[0].pk]
+        assert "1 event matches this filter." in response.content.decode()
+    full = client.get("/activity/?event_type=memory_deleted").content.decode()
+    assert '<option value="memory_deleted" selected>Memory deleted</option>' in full
+
+
+def test_filter_by_agent(client, alice, alice_agent, alice_history):
+    other = AgentFactory(user=alice, name="notetaker")
+    memory_upsert(user=alice, key="fact:pen", value="blue", actor=Actor.for_agent(other))
+    client.force_login(alice)
+    response = client.get(f"/activity/?agent={alice_agent.pk}", headers=HX)
+    assert rows(response) == [alice_history[1].pk]
+    both = client.get(f"/activity/?agent={other.pk}&event_type=memory_written")
+    assert rows(both) == [ActivityEvent.objects.get(payload__key="fact:pen").pk]
+    assert f'<option value="{other.pk}" selected>notetaker</option>' in both.content.decode()
+
+
+def test_filter_with_no_match(client, alice, alice_history):
+    client.force_login(alice)
+    response = client.get("/activity/?event_type=heartbeat_ok")
+    assert rows(response) == []
+    assert "No activity matches this filter." in response.content.decode()
+
+
+def test_bad_filter_values_are_reported(client, alice, alice_history):
+    client.force_login(alice)
+    response = client.get("/activity/?event_type=nonsense")
+    assert response.status_code == 400
+    assert "This filter cannot be used:" in response.content.decode()
+    assert rows(response) == []
+    htmx = client.get("/activity/?agent=abc", headers=HX)
+    assert htmx.status_code == 200
+    assert "Agent: Select a valid choice." in htmx.content.decode()
+
+
+def test_bob_never_sees_alices_events(client, alice, bob, alice_agent, alice_history):
+    client.force_login(bob)
+    response = client.get("/activity/")
+    assert rows(response) == []
+    assert "fact:tea" not in response.content.decode()
+    assert "No activity yet." in response.content.decode()
+    # Filtering by alice's agent id is refused, not a way to peek.
+    peek = client.get(f"/activity/?agent={alice_agent.pk}")
+    assert peek.status_code == 400
+    assert rows(peek) == []
+    assert "assistant" not in peek.content.decode().split('id="activity-list"')[1]
+
+
+def test_agent_written_text_is_escaped(client, alice, alice_agent):
+    item = work_create(
+        user=alice,
+        title="<script>alert(1)</script>",
+        body="",
+        actor=Actor.for_agent(alice_agent),
+    )
+    client.force_login(alice)
+    html = client.get("/activity/").content.decode()
+    assert "<script>alert(1)</script>" not in html
+    assert f'<a href="/work/{item.pk}/">&lt;script&gt;alert(1)&lt;/script&gt;</a>' in html
+    assert "(Report)" in html
+
+
+def test_system_events_and_unknown_payloads(client, alice):
+    ActivityEvent.objects.create(
+        user=alice,
+        event_type="heartbeat_ok",
+        payload={"checked": 3, "note": "<b>ok</b>"},
+        **Actor.system().as_fields(),
+    )
+    client.force_login(alice)
+    html = client.get("/activity/").content.decode()
+    assert '<span class="badge">system</span>' in html
+    assert "Heartbeat OK" in html
+    assert "checked: 3, note: &lt;b&gt;ok&lt;/b&gt;" in html
+
+
+def test_post_is_not_allowed(client, alice):
+    client.force_login(alice)
+    assert client.post("/activity/").status_code == 405

@@ -1,0 +1,635 @@
+"""The Context page: tabs, every write (htmx partial and plain POST), preview, history, safety."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.messages import get_messages
+from django.test import Client
+from django.utils import timezone
+
+from activity.actors import Actor
+from memory.models import Memory, MemoryHistory
+from memory.services import memory_delete, memory_upsert
+from profiles.services import profile_for_user, profile_update
+
+HX = {"HX-Request": "true"}
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def hx(target=None):
+    return {**HX, "HX-Target": target} if target else HX
+
+
+@pytest.fixture
+def as_alice(client, alice):
+    client.force_login(alice)
+    return client
+
+
+def say(user, key, value, **kwargs):
+    return memory_upsert(user=user, key=key, value=value, actor=Actor.for_user(user), **kwargs)
+
+
+def noted(agent, key, value, **kwargs):
+    return memory_upsert(
+        user=agent.user, key=key, value=value, actor=Actor.for_agent(agent), **kwargs
+    )
+
+
+def value_of(user, key):
+    memory = Memory.objects.filter(user=user, key=key).first()
+    return memory.value if memory else None
+
+
+def flashes(response):
+    return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+def text(response):
+    return response.content.decode()
+
+
+# ---------------------------------------------------------------- page and tabs
+
+
+def test_login_required(client, alice):
+    for url in ["/", "/preview/", "/deleted/", "/?tab=entries"]:
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith("/login/")
+    response = client.post("/entries/add/", {"entry-kind": "fact", "entry-value": "x"})
+    assert response.status_code == 302
+    assert Memory.objects.count() == 0
+
+
+def test_new_user_sees_getting_started(as_alice):
+    response = as_alice.get("/")
+    body = text(response)
+    assert response.status_code == 200
+    assert "Start with your name and timezone" in body
+    assert "Agents page" in body
+    assert 'id="working-memory-text"' in body
+    assert "0 of 2000 tokens" in body
+
+
+def test_each_tab_renders_full_and_partial(as_alice, alice):
+    say(alice, "role", "Head of Growth")
+    say(alice, "tone_slack", "casual")
+    say(alice, "fact:weekly-review", "Runs the growth review every Monday")
+    expected = {
+        "profile": 'value="Head of Growth"',
+        "styles": 'id="style-slack"',
+        "entries": "Runs the growth review every Monday",
+    }
+    for tab, fragment in expected.items():
+        page = as_alice.get(f"/?tab={tab}")
+        assert page.status_code == 200
+        assert "<html" in text(page)
+        assert fragment in text(page)
+        assert f'aria-selected="true" aria-current="page">{tab.title()}</a>' in text(page)
+        assert "Working memory" in text(page)
+        partial = as_alice.get(f"/?tab={tab}", headers=hx("context-tabs"))
+        assert partial.status_code == 200
+        assert "<html" not in text(partial)
+        assert text(partial).lstrip().startswith('<div id="context-tabs">')
+        assert fragment in text(partial)
+    # The working memory in the preview has both profile and entries, whatever the tab.
+    assert "Head of Growth" in text(as_alice.get("/"))
+    assert "Runs the growth review every Monday" in text(as_alice.get("/"))
+
+
+def test_unknown_tab_falls_back_to_profile(as_alice):
+    body = text(as_alice.get("/?tab=nope"))
+    assert 'aria-selected="true" aria-current="page">Profile</a>' in body
+
+
+def test_paused_banner_links_to_agents(as_alice, alice):
+    profile_update(user=alice, memory_paused=True)
+    body = text(as_alice.get("/"))
+    assert "Memory is paused." in body
+    assert 'href="/agents/"' in body
+
+
+# ---------------------------------------------------------------- profile
+
+
+def test_profile_field_save_htmx(as_alice, alice):
+    response = as_alice.post(
+        "/profile/timezone/", {"profile-timezone": "Asia/Singapore"}, headers=HX
+    )
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "memory-changed"
+    body = text(response)
+    assert "<html" not in body
+    assert body.lstrip().startswith('<form id="profile-timezone"')
+    assert "Saved your timezone." in body
+    assert value_of(alice, "timezone") == "Asia/Singapore"
+    memory = Memory.objects.get(user=alice, key="timezone")
+    assert (memory.source, memory.confidence) == ("user_stated", 1.0)
+
+
+def test_profile_field_save_plain_post_redirects_with_message(as_alice, alice):
+    response = as_alice.post("/profile/name/", {"profile-name": "Kevin"})
+    assert response.status_code == 302
+    assert response["Location"] == "/?tab=profile"
+    assert flashes(response) == ["Saved your name."]
+    assert value_of(alice, "name") == "Kevin"
+
+
+def test_bad_timezone_is_refused_inline(as_alice, alice):
+    say(alice, "timezone", "Europe/Paris")
+    response = as_alice.post("/profile/timezone/", {"profile-timezone": "Mars/Base"}, headers=HX)
+    body = text(response)
+    assert response.status_code == 200
+    assert "HX-Trigger" not in response
+    assert 'aria-invalid="true"' in body
+    assert 'class="field-error" id="id_profile-timezone_error"' in body
+    assert "&#x27;Mars/Base&#x27; is not an IANA time zone" in body
+    assert "id_profile-timezone_error" in body.split('aria-describedby="', 1)[1].split('"')[0]
+    assert value_of(alice, "timezone") == "Europe/Paris"
+
+    full = as_alice.post("/profile/timezone/", {"profile-timezone": "Mars/Base"})
+    assert full.status_code == 400
+    assert "<html" in text(full)
+    assert "is not an IANA time zone" in text(full)
+    assert value_of(alice, "timezone") == "Europe/Paris"
+
+
+def test_clearing_a_profile_field_deletes_the_key(as_alice, alice):
+    say(alice, "company", "YARNNN")
+    response = as_alice.post("/profile/company/", {"profile-company": "  "}, headers=HX)
+    assert response.status_code == 200
+    assert "Removed your company." in text(response)
+    assert value_of(alice, "company") is None
+    assert MemoryHistory.objects.filter(user=alice, key="company", action="delete").count() == 1
+
+
+def test_unknown_profile_field_is_404(as_alice):
+    assert as_alice.post("/profile/password/", {"profile-password": "x"}).status_code == 404
+
+
+def test_profile_tab_offers_timezones(as_alice):
+    body = text(as_alice.get("/?tab=profile"))
+    assert '<datalist id="timezones">' in body
+    assert '<option value="Asia/Singapore">' in body
+    assert "Clear the field and save to remove it." in body
+
+
+# ---------------------------------------------------------------- styles
+
+
+def test_style_add_change_remove(as_alice, alice):
+    response = as_alice.post(
+        "/styles/add/",
+        {"style-platform": "slack", "style-tone": "casual", "style-verbosity": "brief"},
+        headers=HX,
+    )
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "memory-changed"
+    assert text(response).lstrip().startswith('<div id="styles-panel">')
+    assert "Added slack." in text(response)
+    assert (value_of(alice, "tone_slack"), value_of(alice, "verbosity_slack")) == (
+        "casual",
+        "brief",
+    )
+
+    response = as_alice.post(
+        "/styles/slack/", {"style-slack-tone": "formal", "style-slack-verbosity": ""}, headers=HX
+    )
+    assert response.status_code == 200
+    assert text(response).lstrip().startswith('<div id="style-slack"')
+    assert "Saved slack." in text(response)
+    assert (value_of(alice, "tone_slack"), value_of(alice, "verbosity_slack")) == ("formal", None)
+
+    response = as_alice.post("/styles/slack/remove/", headers=HX)
+    assert response.status_code == 200
+    assert "Removed slack." in text(response)
+    assert Memory.objects.filter(user=alice).count() == 0
+
+
+def test_style_plain_posts(as_alice, alice):
+    response = as_alice.post(
+        "/styles/add/", {"style-platform": "gmail", "style-tone": "", "style-verbosity": "detailed"}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/?tab=styles"
+    assert flashes(response) == ["Added gmail."]
+    assert value_of(alice, "verbosity_gmail") == "detailed"
+    assert value_of(alice, "tone_gmail") is None
+
+    response = as_alice.post("/styles/gmail/remove/")
+    assert response.status_code == 302
+    assert value_of(alice, "verbosity_gmail") is None
+
+
+def test_style_add_errors(as_alice, alice):
+    response = as_alice.post(
+        "/styles/add/", {"style-platform": "Slack!", "style-tone": "casual"}, headers=HX
+    )
+    assert response.status_code == 200
+    assert "Use 1–32 characters of a-z, 0-9 and &#x27;_&#x27;." in text(response)
+    assert 'aria-invalid="true"' in text(response)
+
+    response = as_alice.post("/styles/add/", {"style-platform": "slack"})
+    assert response.status_code == 400
+    assert "Give a tone, a verbosity or both." in text(response)
+    assert Memory.objects.filter(user=alice).count() == 0
+
+
+def test_style_save_of_unknown_platform_is_404(as_alice, bob):
+    say(bob, "tone_slack", "casual")
+    assert as_alice.post("/styles/slack/", {"style-slack-tone": "x"}).status_code == 404
+    assert as_alice.post("/styles/slack/remove/").status_code == 404
+    assert value_of(bob, "tone_slack") == "casual"
+
+
+# ---------------------------------------------------------------- entries
+
+
+def test_entry_add_htmx(as_alice, alice):
+    response = as_alice.post(
+        "/entries/add/",
+        {
+            "entry-kind": "preference",
+            "entry-slug": "bullets",
+            "entry-value": "Bullet points in reports",
+            "entry-tags": "Reports, work",
+        },
+        headers=HX,
+    )
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "memory-changed, entries-changed"
+    assert text(response).lstrip().startswith('<form id="entry-add"')
+    assert "Added preference:bullets." in text(response)
+    memory = Memory.objects.get(user=alice, key="preference:bullets")
+    assert (memory.value, memory.tags, memory.source) == (
+        "Bullet points in reports",
+        ["reports", "work"],
+        "user_stated",
+    )
+
+
+def test_entry_add_derives_slug_and_plain_post_redirects(as_alice, alice):
+    say(alice, "instruction:always-include-a-tldr", "old")
+    response = as_alice.post(
+        "/entries/add/", {"entry-kind": "instruction", "entry-value": "Always include a TL;DR"}
+    )
+    assert response.status_code == 302
+    memory = Memory.objects.get(user=alice, key="instruction:always-include-a-tldr-2")
+    assert response["Location"] == f"/?tab=entries#memory-{memory.pk}"
+    assert flashes(response) == ["Added instruction:always-include-a-tldr-2."]
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"entry-slug": "Bad Slug!", "entry-value": "x"}, "Start with a-z or 0-9"),
+        ({"entry-slug": "ok", "entry-value": "   "}, "Write what the assistant should know."),
+        ({"entry-slug": "ok", "entry-value": "x", "entry-tags": "no spaces!"}, "Tag &#x27;no"),
+        ({"entry-slug": "", "entry-value": "???"}, "Could not make a slug"),
+    ],
+)
+def test_entry_add_errors(as_alice, alice, data, error):
+    response = as_alice.post("/entries/add/", {"entry-kind": "fact", **data}, headers=HX)
+    assert response.status_code == 200
+    assert "HX-Trigger" not in response
+    assert error in text(response)
+    assert 'class="field-error"' in text(response)
+    full = as_alice.post("/entries/add/", {"entry-kind": "fact", **data})
+    assert full.status_code == 400
+    assert error in text(full)
+    assert Memory.objects.filter(user=alice).count() == 0
+
+
+def test_entry_add_refuses_taken_slug(as_alice, alice):
+    say(alice, "fact:tea", "Drinks tea")
+    response = as_alice.post(
+        "/entries/add/",
+        {"entry-kind": "fact", "entry-slug": "tea", "entry-value": "Coffee"},
+        headers=HX,
+    )
+    assert "You already have fact:tea" in text(response)
+    assert value_of(alice, "fact:tea") == "Drinks tea"
+
+
+def test_entry_edit_in_place(as_alice, alice):
+    memory = say(alice, "fact:tea", "Drinks tea", tags=["food"]).memory
+    form = as_alice.get(f"/memories/{memory.pk}/edit/", headers=HX)
+    assert form.status_code == 200
+    assert text(form).lstrip().startswith(f'<li id="memory-{memory.pk}" class="entry editing">')
+    assert f'name="edit-{memory.pk}-value"' in text(form)
+    full = as_alice.get(f"/memories/{memory.pk}/edit/")
+    assert "<html" in text(full)
+    assert f'name="edit-{memory.pk}-value"' in text(full)
+
+    response = as_alice.post(
+        f"/memories/{memory.pk}/edit/",
+        {f"edit-{memory.pk}-value": "Drinks green tea", f"edit-{memory.pk}-tags": "food, drinks"},
+        headers=HX,
+    )
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "memory-changed"
+    assert text(response).lstrip().startswith(f'<li id="memory-{memory.pk}" class="entry">')
+    assert "Saved." in text(response)
+    memory.refresh_from_db()
+    assert (memory.value, memory.tags) == ("Drinks green tea", ["drinks", "food"])
+
+    cancel = as_alice.get(f"/memories/{memory.pk}/", headers=HX)
+    assert "Drinks green tea" in text(cancel)
+
+
+def test_entry_edit_errors_and_plain_post(as_alice, alice):
+    memory = say(alice, "fact:tea", "Drinks tea").memory
+    field = f"edit-{memory.pk}-value"
+    response = as_alice.post(f"/memories/{memory.pk}/edit/", {field: ""}, headers=HX)
+    assert response.status_code == 200
+    assert "Write what the assistant should know." in text(response)
+    full = as_alice.post(f"/memories/{memory.pk}/edit/", {field: ""})
+    assert full.status_code == 400
+    assert value_of(alice, "fact:tea") == "Drinks tea"
+
+    response = as_alice.post(f"/memories/{memory.pk}/edit/", {field: "Coffee"})
+    assert response.status_code == 302
+    assert response["Location"] == f"/?tab=entries#memory-{memory.pk}"
+    assert flashes(response) == ["Saved: fact:tea."]
+    assert value_of(alice, "fact:tea") == "Coffee"
+
+
+def test_pin_and_unpin(as_alice, alice):
+    memory = say(alice, "fact:tea", "Drinks tea").memory
+    response = as_alice.post(f"/memories/{memory.pk}/pin/", {"pinned": "1"}, headers=HX)
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "memory-changed"
+    assert "Pinned." in text(response)
+    assert ">Unpin<" in text(response)
+    assert Memory.objects.get(pk=memory.pk).pinned is True
+
+    response = as_alice.post(f"/memories/{memory.pk}/pin/", {"pinned": "0"})
+    assert response.status_code == 302
+    assert flashes(response) == ["Unpinned fact:tea."]
+    assert Memory.objects.get(pk=memory.pk).pinned is False
+
+
+def test_delete_and_undo_htmx(as_alice, alice):
+    memory = say(alice, "fact:tea", "Drinks tea", tags=["food"], pinned=True).memory
+    response = as_alice.post(f"/memories/{memory.pk}/delete/", headers=HX)
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "memory-changed"
+    body = text(response)
+    assert body.lstrip().startswith(f'<li id="memory-{memory.pk}" class="entry deleted">')
+    history = MemoryHistory.objects.get(user=alice, key="fact:tea", action="delete")
+    assert f'hx-post="/history/{history.pk}/restore/"' in body
+    assert ">Undo</button>" in body
+    assert value_of(alice, "fact:tea") is None
+
+    response = as_alice.post(f"/history/{history.pk}/restore/", {"then": "row"}, headers=HX)
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "memory-changed, entries-changed"
+    restored = Memory.objects.get(user=alice, key="fact:tea")
+    assert (
+        text(response).lstrip().startswith(f'<li id="memory-{restored.pk}" class="entry pinned">')
+    )
+    assert (restored.value, restored.tags, restored.pinned) == ("Drinks tea", ["food"], True)
+    assert MemoryHistory.objects.filter(user=alice, key="fact:tea", action="restore").count() == 1
+
+
+def test_delete_and_undo_without_js(as_alice, alice):
+    memory = say(alice, "fact:tea", "Drinks tea").memory
+    response = as_alice.post(f"/memories/{memory.pk}/delete/")
+    history = MemoryHistory.objects.get(user=alice, key="fact:tea", action="delete")
+    assert response.status_code == 302
+    assert response["Location"] == f"/?tab=entries&undo={history.pk}"
+    assert flashes(response) == ["Deleted fact:tea."]
+    page = as_alice.get(response["Location"])
+    assert f'action="/history/{history.pk}/restore/"' in text(page)
+    response = as_alice.post(f"/history/{history.pk}/restore/", {"then": "row"})
+    restored = Memory.objects.get(user=alice, key="fact:tea")
+    assert response["Location"] == f"/?tab=entries#memory-{restored.pk}"
+    assert flashes(response) == ["Restored fact:tea."]
+
+
+def test_entries_show_origin_confidence_and_time(as_alice, alice, alice_agent):
+    say(alice, "fact:mine", "Mine")
+    noted(alice_agent, "fact:theirs", "Theirs", confidence=0.7)
+    body = text(as_alice.get("/?tab=entries"))
+    assert '<span class="badge user">stated by you</span>' in body
+    assert '<span class="badge agent">noted by agent assistant</span>' in body
+    assert "confidence 0.70" in body
+    assert "<time datetime=" in body
+
+
+def test_entry_filters(as_alice, alice):
+    say(alice, "fact:tea", "Drinks green tea", tags=["food"])
+    say(alice, "preference:bullets", "Bullet points", tags=["reports"])
+    say(alice, "decision:stack", "Use Django", tags=["work"])
+    say(alice, "role", "Head of Growth")
+
+    def keys(query, headers=None):
+        body = text(as_alice.get(f"/?tab=entries&{query}", headers=headers))
+        return sorted(
+            key
+            for key in ("fact:tea", "preference:bullets", "decision:stack", "role")
+            if f'<code class="key">{key}</code>' in body
+        )
+
+    assert keys("") == ["decision:stack", "fact:tea", "preference:bullets"]
+    assert keys("kind=fact") == ["fact:tea"]
+    assert keys("tag=reports") == ["preference:bullets"]
+    assert keys("q=DJANGO") == ["decision:stack"]
+    assert keys("q=tea&kind=decision") == []
+    partial = as_alice.get("/?tab=entries&tag=food", headers=hx("entry-list"))
+    assert text(partial).lstrip().startswith('<div id="entry-list"')
+    assert "<html" not in text(partial)
+    assert "Drinks green tea" in text(partial)
+    assert "Bullet points" not in text(partial)
+    assert "No entries match these filters." in text(
+        as_alice.get("/?tab=entries&q=zzz", headers=hx("entry-list"))
+    )
+
+
+# ---------------------------------------------------------------- preview and budget
+
+
+def test_preview_partial_shows_block_and_counts(as_alice, alice):
+    say(alice, "name", "Kevin")
+    response = as_alice.get("/preview/", headers=HX)
+    body = text(response)
+    assert response.status_code == 200
+    assert body.lstrip().startswith('<aside id="preview"')
+    assert 'hx-trigger="memory-changed from:body"' in body
+    assert '<pre id="working-memory-text"' in body
+    assert "### About you\nKevin" in body
+    assert 'aria-label="' in body
+    assert " of 2000 tokens" in body
+    assert as_alice.get("/preview/").status_code == 302
+
+
+def test_preview_lists_what_was_left_out(as_alice, alice):
+    for number in range(60):
+        say(alice, f"fact:item-{number:02d}", f"Fact number {number} " + "word " * 40)
+    body = text(as_alice.get("/preview/", headers=HX))
+    assert "Left out:" in body
+    assert "did not fit in the token budget" in body
+
+
+def test_budget_saves_and_refuses_bad_values(as_alice, alice):
+    response = as_alice.post("/preview/budget/", {"token_budget": "1500"}, headers=HX)
+    assert response.status_code == 200
+    assert "Saved." in text(response)
+    assert "of 1500 tokens" in text(response)
+    assert profile_for_user(alice).token_budget == 1500
+
+    response = as_alice.post("/preview/budget/", {"token_budget": "9000"}, headers=HX)
+    assert response.status_code == 200
+    assert "Ensure this value is less than or equal to 8000." in text(response)
+    assert 'aria-invalid="true"' in text(response)
+    full = as_alice.post("/preview/budget/", {"token_budget": "abc", "tab": "entries"})
+    assert full.status_code == 400
+    assert profile_for_user(alice).token_budget == 1500
+
+    response = as_alice.post("/preview/budget/", {"token_budget": "3000", "tab": "styles"})
+    assert response["Location"] == "/?tab=styles"
+    assert profile_for_user(alice).token_budget == 3000
+
+
+# ---------------------------------------------------------------- history, restore, deleted
+
+
+def test_history_timeline_and_restore_older_value(as_alice, alice, alice_agent):
+    first = say(alice, "fact:tea", "Drinks tea")
+    noted(alice_agent, "fact:tea", "Drinks coffee")
+    memory = Memory.objects.get(user=alice, key="fact:tea")
+
+    page = as_alice.get(f"/memories/{memory.pk}/history/")
+    body = text(page)
+    assert page.status_code == 200
+    assert "<html" in body
+    assert '<span class="old">Drinks tea</span>' in body
+    assert '<span class="new">Drinks coffee</span>' in body
+    assert '<span class="badge agent">agent assistant</span>' in body
+    assert '<span class="badge user">you</span>' in body
+    partial = as_alice.get(f"/memories/{memory.pk}/history/", headers=HX)
+    assert text(partial).lstrip().startswith('<div id="history-timeline">')
+
+    response = as_alice.post(
+        f"/history/{first.history.pk}/restore/", {"then": "timeline"}, headers=HX
+    )
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "memory-changed"
+    assert "Restored fact:tea." in text(response)
+    memory.refresh_from_db()
+    assert (memory.value, memory.source) == ("Drinks tea", "user_stated")
+    restore = MemoryHistory.objects.get(user=alice, key="fact:tea", action="restore")
+    assert (restore.before["value"], restore.after["value"]) == ("Drinks coffee", "Drinks tea")
+    assert restore.actor_user == alice
+
+    response = as_alice.post(f"/history/{first.history.pk}/restore/")
+    assert response["Location"] == f"/memories/{memory.pk}/history/"
+
+
+def test_recently_deleted_lists_and_restores(as_alice, alice):
+    say(alice, "fact:gone", XSS)
+    say(alice, "fact:back", "Came back")
+    say(alice, "fact:old", "Long ago")
+    gone = memory_delete(user=alice, key="fact:gone", actor=Actor.for_user(alice))
+    back = memory_delete(user=alice, key="fact:back", actor=Actor.for_user(alice))
+    say(alice, "fact:back", "Came back")
+    old = memory_delete(user=alice, key="fact:old", actor=Actor.for_user(alice))
+    MemoryHistory.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=31))
+
+    page = as_alice.get("/deleted/")
+    body = text(page)
+    assert page.status_code == 200
+    assert f'id="deleted-{gone.pk}"' in body
+    assert f'id="deleted-{back.pk}"' not in body
+    assert f'id="deleted-{old.pk}"' not in body
+    assert "&lt;img src=x" in body
+    assert "<img src=x" not in body
+
+    detail = as_alice.get(f"/history/{gone.pk}/")
+    assert "Deleted: this key has no memory now." in text(detail)
+
+    response = as_alice.post(f"/history/{gone.pk}/restore/", {"then": "trash"}, headers=HX)
+    assert response.status_code == 200
+    assert text(response).lstrip().startswith(f'<li id="deleted-{gone.pk}"')
+    assert "Restored <code>fact:gone</code>." in text(response)
+    assert value_of(alice, "fact:gone") == XSS
+    assert f'id="deleted-{gone.pk}"' not in text(as_alice.get("/deleted/"))
+
+    memory_delete(user=alice, key="fact:gone", actor=Actor.for_user(alice))
+    again = MemoryHistory.objects.filter(user=alice, key="fact:gone", action="delete").first()
+    response = as_alice.post(f"/history/{again.pk}/restore/", {"then": "trash"})
+    assert response["Location"] == "/deleted/"
+    assert value_of(alice, "fact:gone") == XSS
+
+
+# ---------------------------------------------------------------- safety
+
+
+def test_bob_gets_404_for_every_alice_id(client, alice, bob):
+    memory = say(alice, "fact:tea", "Drinks tea").memory
+    history = say(alice, "fact:tea", "Drinks green tea").history
+    before = list(MemoryHistory.objects.values_list("id", flat=True))
+    client.force_login(bob)
+    gets = [
+        f"/memories/{memory.pk}/",
+        f"/memories/{memory.pk}/edit/",
+        f"/memories/{memory.pk}/history/",
+        f"/history/{history.pk}/",
+    ]
+    for url in gets:
+        assert client.get(url, headers=HX).status_code == 404, url
+        assert client.get(url).status_code == 404, url
+    posts = {
+        f"/memories/{memory.pk}/edit/": {f"edit-{memory.pk}-value": "hacked"},
+        f"/memories/{memory.pk}/pin/": {"pinned": "1"},
+        f"/memories/{memory.pk}/delete/": {},
+        f"/history/{history.pk}/restore/": {"then": "row"},
+    }
+    for url, data in posts.items():
+        assert client.post(url, data, headers=HX).status_code == 404, url
+        assert client.post(url, data).status_code == 404, url
+    memory.refresh_from_db()
+    assert (memory.value, memory.pinned) == ("Drinks green tea", False)
+    assert list(MemoryHistory.objects.values_list("id", flat=True)) == before
+    assert "Drinks green tea" not in text(client.get("/?tab=entries"))
+    assert "fact:tea" not in text(client.get("/deleted/"))
+
+
+def test_values_are_escaped_everywhere(as_alice, alice, alice_agent):
+    memory = noted(alice_agent, "fact:xss", XSS).memory
+    say(alice, "name", XSS)
+    say(alice, "tone_slack", XSS)
+    pages = [
+        "/?tab=entries",
+        "/?tab=profile",
+        "/?tab=styles",
+        f"/memories/{memory.pk}/history/",
+    ]
+    for url in pages:
+        body = text(as_alice.get(url))
+        assert "&lt;img src=x onerror=alert(1)&gt;" in body, url
+        assert "<img src=x" not in body, url
+
+
+def test_post_without_csrf_token_is_403(alice):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    response = client.post("/entries/add/", {"entry-kind": "fact", "entry-value": "x"})
+    assert response.status_code == 403
+    assert Memory.objects.filter(user=alice).count() == 0
+
+
+def test_writes_refuse_get(as_alice, alice):
+    memory = say(alice, "fact:tea", "Drinks tea").memory
+    for url in [
+        "/entries/add/",
+        f"/memories/{memory.pk}/pin/",
+        f"/memories/{memory.pk}/delete/",
+        "/profile/name/",
+        "/styles/add/",
+        "/preview/budget/",
+        f"/history/{memory.history.first().pk}/restore/",
+    ]:
+        assert as_alice.get(url).status_code == 405, url
+    assert value_of(alice, "fact:tea") == "Drinks tea"
