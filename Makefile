@@ -9,7 +9,7 @@ MNEMO_HOST ?= 127.0.0.1
 MNEMO_PORT ?= 8000
 export MNEMO_HOST MNEMO_PORT
 
-.PHONY: install run test lint format bench
+.PHONY: install run test lint format bench browser
 
 $(UV):
 	@echo "Installing uv $(UV_VERSION) into $(TOOLS)/"
@@ -24,7 +24,17 @@ run: install
 	@$(UV) run --frozen python manage.py embedded_setup --url http://$(MNEMO_HOST):$(MNEMO_PORT)/
 	@$(UV) run --frozen honcho start -f Procfile
 
-test: install
+# The browser tests drive Debian's chromium (Playwright's own browser download is not used).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+browser:
+	@test -x $(CHROMIUM) || { echo "Installing Debian's chromium for the browser tests"; \
+	  $(SUDO) apt-get update -qq \
+	  && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+	@test -x $(CHROMIUM) || { echo "$(CHROMIUM) is still missing after the install" >&2; exit 1; }
+
+test: install browser
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen pytest
