@@ -10,3 +10,12 @@ def test_database_is_embedded_postgres_with_pgvector(db):
     assert connection.vendor == "postgresql"
     assert version >= 180000
     assert vector_version.startswith("0.8")
+
+
+def test_pages_leak_no_template_syntax(client, alice):
+    """A multi-line {# #} comment, or a typo in a tag, shows up as text on the page."""
+    client.force_login(alice)
+    for path in ("/", "/?tab=styles", "/?tab=entries", "/activity/", "/work/", "/agents/"):
+        html = client.get(path).content.decode()
+        for marker in ("{#", "#}", "{%", "%}", "{{", "}}"):
+            assert marker not in html, (path, marker)
