@@ -50,3 +50,50 @@ def work_created(
         actor=actor,
         payload={"work_id": work_id, "title": title, "kind": kind},
     )
+
+
+def document_written(
+    *,
+    user: AbstractBaseUser | None,
+    actor: Actor,
+    path: str,
+    scope: str,
+    action: str,
+    version_id: int,
+    agent_id: int | None = None,
+) -> ActivityEvent:
+    return _record(
+        EventType.DOCUMENT_WRITTEN,
+        user=user,
+        actor=actor,
+        payload={
+            "path": path,
+            "scope": scope,
+            "agent_id": agent_id,
+            "action": action,
+            "version_id": version_id,
+        },
+    )
+
+
+def document_deleted(
+    *,
+    user: AbstractBaseUser | None,
+    actor: Actor,
+    path: str,
+    scope: str,
+    version_id: int,
+    agent_id: int | None = None,
+) -> ActivityEvent:
+    return _record(
+        EventType.DOCUMENT_DELETED,
+        user=user,
+        actor=actor,
+        payload={
+            "path": path,
+            "scope": scope,
+            "agent_id": agent_id,
+            "action": "delete",
+            "version_id": version_id,
+        },
+    )

@@ -7,9 +7,11 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from activity.actors import Actor
 from context.models import Document
 from context.paths import InvalidPath, normalize_path
-from lib.errors import InvalidInput
+from context.services import document_delete, document_write
+from lib.errors import InvalidInput, NotFound
 from profiles.services import agent_check_owner
 
 SCOPES = {
@@ -63,7 +65,38 @@ class DocumentAdmin(admin.ModelAdmin):
     ordering = ("path", "id")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None) -> tuple:
-        return () if obj is None else ("created_at", "updated_at")
+        # A document's scope and path are its identity; moving one is a new document.
+        return () if obj is None else ("user", "agent", "path", "created_at", "updated_at")
+
+    def save_model(
+        self, request: HttpRequest, obj: Document, form: forms.ModelForm, change: bool
+    ) -> None:
+        if change and not form.has_changed():
+            return  # no version for a save that changes nothing
+        saved = document_write(
+            user=obj.user,
+            agent=obj.agent,
+            path=obj.path,
+            content=obj.body,
+            actor=Actor.for_user(request.user),
+        )
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    def delete_model(self, request: HttpRequest, obj: Document) -> None:
+        document_delete(
+            user=obj.user, agent=obj.agent, path=obj.path, actor=Actor.for_user(request.user)
+        )
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        actor = Actor.for_user(request.user)
+        for document in queryset.select_related("user", "agent"):
+            try:
+                document_delete(
+                    user=document.user, agent=document.agent, path=document.path, actor=actor
+                )
+            except NotFound:
+                continue  # deleted meanwhile
 
     @admin.display(description="scope")
     def scope(self, obj: Document) -> str:

@@ -3,6 +3,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from activity.actors import ActorMixin
 from context.paths import MAX_PATH_LENGTH, InvalidPath, normalize_path
 
 
@@ -74,3 +75,62 @@ class Document(models.Model):
         if self.user_id is None:
             return "global"
         return "user" if self.agent_id is None else "agent"
+
+
+class VersionAction(models.TextChoices):
+    WRITE = "write", "Write"
+    APPEND = "append", "Append"
+    DELETE = "delete", "Delete"
+    RESTORE = "restore", "Restore"
+
+
+class DocumentVersion(ActorMixin):
+    """One row per change to a document. Append-only.
+
+    body is the content after the change; for a deletion, the content it removed.
+    The scope and path are copied so a deleted document keeps its versions.
+    """
+
+    document = models.ForeignKey(
+        Document, null=True, blank=True, on_delete=models.SET_NULL, related_name="versions"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="document_versions",
+    )
+    agent = models.ForeignKey(
+        "profiles.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="document_versions",
+    )
+    path = models.CharField(max_length=MAX_PATH_LENGTH)
+    action = models.CharField(max_length=8, choices=VersionAction.choices)
+    body = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user", "agent", "path", "-created_at"], name="docversion_path")
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=VersionAction.values), name="docversion_action"
+            ),
+            ActorMixin.actor_constraint("docversion_actor_consistent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.get_action_display()} by {self.actor_label}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        from activity.models import AppendOnlyError
+
+        if not self._state.adding:
+            raise AppendOnlyError("Document versions are append-only.")
+        super().save(*args, **kwargs)

@@ -422,3 +422,34 @@ def test_add_document_with_bad_path_shows_error(root, alice):
     assert response.status_code == 200
     assert list(response.context["adminform"].form.errors) == ["path"]
     assert not Document.objects.exists()
+
+
+def test_document_admin_writes_through_the_services(root, superuser, alice):
+    from context.models import DocumentVersion
+
+    added = root.post(
+        admin_url(Document, "add"), {"user": alice.pk, "path": "notes/plan.md", "body": "v1"}
+    )
+    assert added.status_code == 302
+    document = Document.objects.get(user=alice, path="notes/plan.md")
+
+    changed = root.post(admin_url(document, "change", document.pk), {"body": "v2"})
+    assert changed.status_code == 302
+    document.refresh_from_db()
+    assert document.body == "v2"
+
+    deleted = root.post(admin_url(document, "delete", document.pk), {"post": "yes"})
+    assert deleted.status_code == 302
+    assert not Document.objects.filter(user=alice).exists()
+    versions = DocumentVersion.objects.filter(user=alice, path="notes/plan.md").order_by("id")
+    assert [(v.action, v.body, v.actor_user_id) for v in versions] == [
+        ("write", "v1", superuser.pk),
+        ("write", "v2", superuser.pk),
+        ("delete", "v2", superuser.pk),
+    ]
+    events = ActivityEvent.objects.filter(user=alice, event_type__startswith="document_")
+    assert [e.event_type for e in events.order_by("id")] == [
+        "document_written",
+        "document_written",
+        "document_deleted",
+    ]

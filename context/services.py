@@ -1,0 +1,338 @@
+"""The only functions that change documents.
+
+A scope is (user, agent): agent=None is the user's own documents, agent set is
+private to that agent, and user=None, agent=None is the global (company) scope.
+Each change validates, writes the document, a DocumentVersion row and an activity
+event in one transaction. Pages, the agent API, tasks and the admin all come through here.
+"""
+
+from __future__ import annotations
+
+import datetime
+import zoneinfo
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.db.models.functions import Length
+from django.utils import timezone
+
+from activity import events
+from context.models import Document, DocumentVersion, VersionAction
+from context.paths import normalize_path
+from lib.errors import InvalidInput, NotFound
+from memory.models import Memory
+from profiles.services import agent_check_owner
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+    from activity.actors import Actor
+    from profiles.models import Agent
+
+MAX_BODY_BYTES = 1_048_576
+MEMORY_PATH = "MEMORY.md"
+AGENT_MEMORY_PATH = "AGENT_MEMORY.md"
+DAILY_FOLDER = "daily"
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One line of a document_tree listing: a folder or a file under the listed path."""
+
+    path: str
+    name: str
+    kind: str  # "folder" or "file"
+    depth: int  # 1 for direct children of the listed path
+    document_id: int | None = None
+    size: int | None = None  # characters, files only
+    updated_at: datetime.datetime | None = None
+
+
+def document_write(
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    path: str,
+    content: str,
+    actor: Actor,
+) -> Document:
+    """Create the document, or replace its whole body."""
+    scope = _scope(user, agent)
+    path = normalize_path(path)
+    content = _clean_content(content)
+    with transaction.atomic():
+        document, created = Document.objects.select_for_update().get_or_create(
+            **scope, path=path, defaults={"body": content}
+        )
+        if not created:
+            document.body = content
+            document.save(update_fields=["body", "updated_at"])
+        _record(document, action=VersionAction.WRITE, actor=actor)
+    return document
+
+
+def document_append(
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    path: str,
+    content: str,
+    actor: Actor,
+) -> Document:
+    """Add content on a new line at the end of the document, creating it if missing.
+
+    Safe under contention: appenders serialize on the row lock, and a racing create
+    falls back to the row the winner inserted (unique scope + path).
+    """
+    scope = _scope(user, agent)
+    path = normalize_path(path)
+    content = _clean_content(content)
+    if not content:
+        raise InvalidInput("Nothing to append: the content is empty.", field="content")
+    with transaction.atomic():
+        document, created = Document.objects.select_for_update().get_or_create(
+            **scope, path=path, defaults={"body": content}
+        )
+        if not created:
+            body = document.body
+            if body and not body.endswith("\n"):
+                body += "\n"
+            document.body = _clean_content(body + content)
+            document.save(update_fields=["body", "updated_at"])
+        _record(document, action=VersionAction.APPEND, actor=actor)
+    return document
+
+
+def document_read(
+    *, user: AbstractBaseUser | None, agent: Agent | None = None, path: str
+) -> Document:
+    scope = _scope(user, agent)
+    path = normalize_path(path)
+    document = Document.objects.filter(**scope, path=path).first()
+    if document is None:
+        raise NotFound(f"No document at '{path}'.", field="path")
+    return document
+
+
+def document_list(
+    *, user: AbstractBaseUser | None, agent: Agent | None = None, prefix: str = ""
+) -> QuerySet[Document]:
+    """The scope's documents whose path starts with prefix, ordered by path."""
+    scope = _scope(user, agent)
+    if not isinstance(prefix, str):
+        raise InvalidInput("Prefix must be text.", field="prefix")
+    return Document.objects.filter(**scope, path__startswith=prefix).order_by("path")
+
+
+def document_tree(
+    *, user: AbstractBaseUser | None, agent: Agent | None = None, path: str = "", depth: int = 1
+) -> list[TreeEntry]:
+    """Folders and files under path down to depth levels, like `ls` (folders are implicit).
+
+    NotFound when path is given and no document lives under it.
+    """
+    scope = _scope(user, agent)
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InvalidInput("Depth must be a whole number of at least 1.", field="depth")
+    if not isinstance(path, str):
+        raise InvalidInput("Path must be text.", field="path")
+    path = path.rstrip("/")
+    prefix = f"{normalize_path(path)}/" if path else ""
+    rows = (
+        Document.objects.filter(**scope, path__startswith=prefix)
+        .annotate(size=Length("body"))
+        .values_list("pk", "path", "size", "updated_at")
+    )
+    entries: dict[str, TreeEntry] = {}
+    for pk, full_path, size, updated_at in rows:
+        parts = full_path[len(prefix) :].split("/")
+        for level in range(min(depth, len(parts))):
+            entry_path = prefix + "/".join(parts[: level + 1])
+            if level == len(parts) - 1:
+                entries[entry_path] = TreeEntry(
+                    path=entry_path,
+                    name=parts[level],
+                    kind="file",
+                    depth=level + 1,
+                    document_id=pk,
+                    size=size,
+                    updated_at=updated_at,
+                )
+            else:
+                entries.setdefault(
+                    entry_path,
+                    TreeEntry(path=entry_path, name=parts[level], kind="folder", depth=level + 1),
+                )
+    if prefix and not entries:
+        raise NotFound(f"No folder '{path}'.", field="path")
+    return sorted(entries.values(), key=lambda entry: (entry.path.split("/"), entry.kind))
+
+
+def document_delete(
+    *, user: AbstractBaseUser | None, agent: Agent | None = None, path: str, actor: Actor
+) -> DocumentVersion:
+    """Delete a document; its last content stays in the returned version for restore."""
+    scope = _scope(user, agent)
+    path = normalize_path(path)
+    with transaction.atomic():
+        document = Document.objects.select_for_update().filter(**scope, path=path).first()
+        if document is None:
+            raise NotFound(f"No document at '{path}'.", field="path")
+        version = DocumentVersion.objects.create(
+            document=None,
+            user_id=document.user_id,
+            agent_id=document.agent_id,
+            path=path,
+            action=VersionAction.DELETE,
+            body=document.body,
+            **actor.as_fields(),
+        )
+        scope_name = document.scope
+        document.delete()
+        events.document_deleted(
+            user=user,
+            actor=actor,
+            path=path,
+            scope=scope_name,
+            agent_id=scope["agent"].pk if scope["agent"] else None,
+            version_id=version.pk,
+        )
+    return version
+
+
+def document_restore(*, user: AbstractBaseUser | None, version_id: int, actor: Actor) -> Document:
+    """Bring a document back to a version's content (for a deletion, what it removed).
+
+    Works whether the document still exists or was deleted; the restore is a version too.
+    """
+    version = (
+        DocumentVersion.objects.select_related("agent").filter(user=user, pk=version_id).first()
+    )
+    if version is None:
+        raise NotFound(f"No document version {version_id}.", field="version_id")
+    scope = _scope(user, version.agent)
+    with transaction.atomic():
+        document, created = Document.objects.select_for_update().get_or_create(
+            **scope, path=version.path, defaults={"body": version.body}
+        )
+        if not created:
+            document.body = version.body
+            document.save(update_fields=["body", "updated_at"])
+        _record(document, action=VersionAction.RESTORE, actor=actor)
+    return document
+
+
+def document_versions(
+    *, user: AbstractBaseUser | None, agent: Agent | None = None, path: str
+) -> QuerySet[DocumentVersion]:
+    """The versions of one path in the scope, newest first, including deleted documents'."""
+    scope = _scope(user, agent)
+    path = normalize_path(path)
+    return DocumentVersion.objects.filter(**scope, path=path).order_by("-created_at", "-id")
+
+
+# Well-known files.
+
+
+def append_memory(
+    *, user: AbstractBaseUser | None, agent: Agent | None = None, content: str, actor: Actor
+) -> Document:
+    """Add a line to the scope's long-term notes, MEMORY.md."""
+    return document_append(user=user, agent=agent, path=MEMORY_PATH, content=content, actor=actor)
+
+
+def append_daily_memory(
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    content: str,
+    actor: Actor,
+    now: datetime.datetime | None = None,
+) -> Document:
+    """Add "- HH:MM content" to daily/YYYY-MM-DD.md, date and time in the user's timezone."""
+    if not isinstance(content, str):
+        raise InvalidInput("Content must be text.", field="content")
+    content = content.strip()
+    if not content:
+        raise InvalidInput("Nothing to append: the content is empty.", field="content")
+    local = (now or timezone.now()).astimezone(user_timezone(user))
+    return document_append(
+        user=user,
+        agent=agent,
+        path=f"{DAILY_FOLDER}/{local:%Y-%m-%d}.md",
+        content=f"- {local:%H:%M} {content}",
+        actor=actor,
+    )
+
+
+def user_timezone(user: AbstractBaseUser | None) -> datetime.tzinfo:
+    """The user's `timezone` memory as a zone; UTC when unset, invalid or for the global scope."""
+    if user is None:
+        return datetime.UTC
+    name = Memory.objects.filter(user=user, key="timezone").values_list("value", flat=True).first()
+    if not name:
+        return datetime.UTC
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return datetime.UTC
+
+
+def append_agent_memory(*, agent: Agent, content: str, actor: Actor) -> Document:
+    """Add a line to AGENT_MEMORY.md, private to that agent."""
+    return document_append(
+        user=agent.user, agent=agent, path=AGENT_MEMORY_PATH, content=content, actor=actor
+    )
+
+
+def agent_memory_get(*, agent: Agent) -> Document | None:
+    return Document.objects.filter(
+        user_id=agent.user_id, agent=agent, path=AGENT_MEMORY_PATH
+    ).first()
+
+
+def _scope(user: AbstractBaseUser | None, agent: Agent | None) -> dict[str, object]:
+    agent_check_owner(agent=agent, user=user)
+    return {"user": user, "agent": agent}
+
+
+def _clean_content(content: object) -> str:
+    if not isinstance(content, str):
+        raise InvalidInput("Content must be text.", field="content")
+    if "\x00" in content:
+        raise InvalidInput("Content contains a NUL character (U+0000).", field="content")
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise InvalidInput("Content is not valid UTF-8 text.", field="content") from error
+    if size > MAX_BODY_BYTES:
+        raise InvalidInput(
+            f"Content is {size} bytes long; the largest document allowed is "
+            f"{MAX_BODY_BYTES} bytes (1 MB).",
+            field="content",
+        )
+    return content
+
+
+def _record(document: Document, *, action: VersionAction, actor: Actor) -> DocumentVersion:
+    version = DocumentVersion.objects.create(
+        document=document,
+        user_id=document.user_id,
+        agent_id=document.agent_id,
+        path=document.path,
+        action=action,
+        body=document.body,
+        **actor.as_fields(),
+    )
+    events.document_written(
+        user=document.user if document.user_id else None,
+        actor=actor,
+        path=document.path,
+        scope=document.scope,
+        agent_id=document.agent_id,
+        action=action,
+        version_id=version.pk,
+    )
+    return version

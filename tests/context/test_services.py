@@ -1,0 +1,550 @@
+import datetime
+import threading
+
+import pytest
+from django.db import connection
+
+from activity.actors import Actor
+from activity.models import ActivityEvent, AppendOnlyError
+from context.models import Document, DocumentVersion
+from context.services import (
+    MAX_BODY_BYTES,
+    TreeEntry,
+    agent_memory_get,
+    append_agent_memory,
+    append_daily_memory,
+    append_memory,
+    document_append,
+    document_delete,
+    document_list,
+    document_read,
+    document_restore,
+    document_tree,
+    document_versions,
+    document_write,
+)
+from lib.errors import InvalidInput, NotFound
+from memory.services import memory_upsert
+from tests.factories import AgentFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def as_user(user):
+    return Actor.for_user(user)
+
+
+def versions_of(user, path, agent=None):
+    return list(
+        DocumentVersion.objects.filter(user=user, agent=agent, path=path)
+        .order_by("id")
+        .values_list("action", "body")
+    )
+
+
+# write / read / replace
+
+
+def test_write_creates_then_replaces(alice):
+    created = document_write(user=alice, path="notes/a.md", content="one", actor=as_user(alice))
+    replaced = document_write(user=alice, path="notes/a.md", content="two", actor=as_user(alice))
+
+    assert replaced.pk == created.pk
+    assert document_read(user=alice, path="notes/a.md").body == "two"
+    assert Document.objects.filter(user=alice).count() == 1
+    assert versions_of(alice, "notes/a.md") == [("write", "one"), ("write", "two")]
+
+
+def test_write_normalizes_the_path(alice):
+    document = document_write(
+        user=alice, path="notes/cafe\u0301.md", content="x", actor=as_user(alice)
+    )
+
+    assert document.path == "notes/café.md"
+    assert document_read(user=alice, path="notes/café.md").pk == document.pk
+
+
+def test_read_missing_document_is_not_found(alice):
+    with pytest.raises(NotFound) as raised:
+        document_read(user=alice, path="nope.md")
+
+    assert raised.value.message == "No document at 'nope.md'."
+    assert raised.value.field == "path"
+
+
+def test_write_records_actor_and_activity(alice, alice_agent):
+    document = document_write(
+        user=alice, path="MEMORY.md", content="hi", actor=Actor.for_agent(alice_agent)
+    )
+
+    version = DocumentVersion.objects.get()
+    assert version.document == document
+    assert (version.actor_type, version.actor_agent, version.actor_user) == (
+        "agent",
+        alice_agent,
+        None,
+    )
+    event = ActivityEvent.objects.get()
+    assert event.user == alice
+    assert event.event_type == "document_written"
+    assert event.actor_agent == alice_agent
+    assert event.payload == {
+        "path": "MEMORY.md",
+        "scope": "user",
+        "agent_id": None,
+        "action": "write",
+        "version_id": version.pk,
+    }
+
+
+def test_versions_are_append_only(alice):
+    document_write(user=alice, path="a.md", content="x", actor=as_user(alice))
+    version = DocumentVersion.objects.get()
+    version.body = "changed"
+
+    with pytest.raises(AppendOnlyError):
+        version.save()
+
+
+# append
+
+
+def test_append_creates_then_adds_lines(alice):
+    document_append(user=alice, path="log.md", content="first", actor=as_user(alice))
+    document_append(user=alice, path="log.md", content="second", actor=as_user(alice))
+    document = document_append(user=alice, path="log.md", content="third", actor=as_user(alice))
+
+    assert document.body == "first\nsecond\nthird"
+    assert versions_of(alice, "log.md") == [
+        ("append", "first"),
+        ("append", "first\nsecond"),
+        ("append", "first\nsecond\nthird"),
+    ]
+    assert list(
+        ActivityEvent.objects.filter(user=alice).order_by("id").values_list("payload__action")
+    ) == [("append",), ("append",), ("append",)]
+
+
+def test_append_after_a_trailing_newline_adds_no_blank_line(alice):
+    document_write(user=alice, path="log.md", content="first\n", actor=as_user(alice))
+    document = document_append(user=alice, path="log.md", content="second", actor=as_user(alice))
+
+    assert document.body == "first\nsecond"
+
+
+def test_append_refuses_empty_content(alice):
+    with pytest.raises(InvalidInput) as raised:
+        document_append(user=alice, path="log.md", content="", actor=as_user(alice))
+
+    assert raised.value.field == "content"
+    assert not Document.objects.exists()
+
+
+def test_append_past_the_size_limit_is_refused_and_changes_nothing(alice):
+    document_write(
+        user=alice, path="big.md", content="x" * (MAX_BODY_BYTES - 2), actor=as_user(alice)
+    )
+
+    with pytest.raises(InvalidInput) as raised:
+        document_append(user=alice, path="big.md", content="yy", actor=as_user(alice))
+
+    assert raised.value.field == "content"
+    assert raised.value.message == (
+        f"Content is {MAX_BODY_BYTES + 1} bytes long; the largest document allowed is "
+        f"{MAX_BODY_BYTES} bytes (1 MB)."
+    )
+    assert document_read(user=alice, path="big.md").body == "x" * (MAX_BODY_BYTES - 2)
+    assert DocumentVersion.objects.count() == 1
+
+
+# content validation
+
+
+def test_body_of_exactly_one_megabyte_is_accepted(alice):
+    document = document_write(
+        user=alice, path="big.md", content="é" * (MAX_BODY_BYTES // 2), actor=as_user(alice)
+    )
+
+    assert len(document.body.encode()) == MAX_BODY_BYTES
+
+
+def test_body_over_one_megabyte_is_refused(alice):
+    with pytest.raises(InvalidInput) as raised:
+        document_write(
+            user=alice, path="big.md", content="é" * (MAX_BODY_BYTES // 2) + "x",
+            actor=as_user(alice),
+        )  # fmt: skip
+
+    assert raised.value.field == "content"
+    assert raised.value.message.startswith(f"Content is {MAX_BODY_BYTES + 1} bytes long")
+    assert not Document.objects.exists()
+    assert not ActivityEvent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"bytes", "Content must be text."),
+        (None, "Content must be text."),
+        ("a\x00b", "Content contains a NUL character (U+0000)."),
+        ("bad \ud800 surrogate", "Content is not valid UTF-8 text."),
+    ],
+)
+def test_bad_content_is_refused(alice, content, message):
+    with pytest.raises(InvalidInput) as raised:
+        document_write(user=alice, path="a.md", content=content, actor=as_user(alice))
+
+    assert (raised.value.field, raised.value.message) == ("content", message)
+    assert not Document.objects.exists()
+
+
+# path attacks
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("../x", "dot_segment"),
+        ("/etc/passwd", "absolute"),
+        ("a/../../b", "dot_segment"),
+        ("a//b", "empty_segment"),
+        ("a\\b", "backslash"),
+        ("..\\..\\windows", "backslash"),
+        ("a\x00b", "control_character"),
+        ("a\nb", "control_character"),
+        ("a\x1bb", "control_character"),
+        ("a\u202eb", "control_character"),
+        ("a" * 1000, "too_long"),
+        ("\uff0e\uff0e/secret", "dot_segment"),
+        ("a/\u2025/b", "dot_segment"),
+        ("\uff0fetc/passwd", "absolute"),
+        ("", "empty"),
+    ],
+)
+def test_path_attacks_are_refused_naming_the_rule(alice, path, rule):
+    for call in (
+        lambda: document_write(user=alice, path=path, content="x", actor=as_user(alice)),
+        lambda: document_append(user=alice, path=path, content="x", actor=as_user(alice)),
+        lambda: document_read(user=alice, path=path),
+        lambda: document_delete(user=alice, path=path, actor=as_user(alice)),
+    ):
+        with pytest.raises(InvalidInput) as raised:
+            call()
+        assert raised.value.field == "path"
+        assert raised.value.rule == rule
+
+    assert not Document.objects.exists()
+    assert not DocumentVersion.objects.exists()
+    assert not ActivityEvent.objects.exists()
+
+
+# list / tree
+
+
+@pytest.fixture
+def tree_docs(alice):
+    for path in (
+        "MEMORY.md",
+        "daily/2026-11-20.md",
+        "daily/2026-11-21.md",
+        "projects/alpha/notes.md",
+        "projects/alpha/specs/api.md",
+        "projects/beta.md",
+    ):
+        document_write(user=alice, path=path, content=path, actor=as_user(alice))
+
+
+def test_list_by_prefix(alice, tree_docs):
+    assert list(document_list(user=alice, prefix="projects/").values_list("path", flat=True)) == [
+        "projects/alpha/notes.md",
+        "projects/alpha/specs/api.md",
+        "projects/beta.md",
+    ]
+    assert document_list(user=alice).count() == 6
+    assert list(document_list(user=alice, prefix="daily/2026-11-21").values_list("path")) == [
+        ("daily/2026-11-21.md",)
+    ]
+
+
+def test_tree_top_level(alice, tree_docs):
+    entries = document_tree(user=alice)
+
+    assert [(e.path, e.kind, e.depth) for e in entries] == [
+        ("MEMORY.md", "file", 1),
+        ("daily", "folder", 1),
+        ("projects", "folder", 1),
+    ]
+    memory = entries[0]
+    assert memory.name == "MEMORY.md"
+    assert memory.size == len("MEMORY.md")
+    assert memory.document_id == Document.objects.get(path="MEMORY.md").pk
+
+
+def test_tree_under_a_folder_to_depth_two(alice, tree_docs):
+    entries = document_tree(user=alice, path="projects", depth=2)
+
+    assert [(e.path, e.name, e.kind, e.depth) for e in entries] == [
+        ("projects/alpha", "alpha", "folder", 1),
+        ("projects/alpha/notes.md", "notes.md", "file", 2),
+        ("projects/alpha/specs", "specs", "folder", 2),
+        ("projects/beta.md", "beta.md", "file", 1),
+    ]
+    assert document_tree(user=alice, path="projects/", depth=2) == entries
+
+
+def test_tree_of_a_missing_folder_is_not_found(alice, tree_docs):
+    with pytest.raises(NotFound) as raised:
+        document_tree(user=alice, path="nowhere")
+
+    assert raised.value.message == "No folder 'nowhere'."
+
+
+def test_tree_refuses_bad_depth_and_bad_path(alice):
+    with pytest.raises(InvalidInput) as raised:
+        document_tree(user=alice, depth=0)
+    assert raised.value.field == "depth"
+
+    with pytest.raises(InvalidInput) as raised:
+        document_tree(user=alice, path="../etc")
+    assert raised.value.rule == "dot_segment"
+
+
+def test_tree_of_an_empty_scope(alice):
+    assert document_tree(user=alice) == []
+    assert TreeEntry(path="a", name="a", kind="folder", depth=1).size is None
+
+
+# delete / restore
+
+
+def test_delete_keeps_the_content_in_a_version(alice):
+    document_write(user=alice, path="a.md", content="keep me", actor=as_user(alice))
+
+    version = document_delete(user=alice, path="a.md", actor=as_user(alice))
+
+    assert (version.action, version.body, version.path, version.document) == (
+        "delete",
+        "keep me",
+        "a.md",
+        None,
+    )
+    assert not Document.objects.exists()
+    assert versions_of(alice, "a.md") == [("write", "keep me"), ("delete", "keep me")]
+    event = ActivityEvent.objects.filter(event_type="document_deleted").get()
+    assert event.payload == {
+        "path": "a.md",
+        "scope": "user",
+        "agent_id": None,
+        "action": "delete",
+        "version_id": version.pk,
+    }
+
+
+def test_delete_missing_document_is_not_found(alice):
+    with pytest.raises(NotFound):
+        document_delete(user=alice, path="a.md", actor=as_user(alice))
+
+    assert not DocumentVersion.objects.exists()
+
+
+def test_overwrite_is_undone_by_restore(alice):
+    document_write(user=alice, path="a.md", content="original", actor=as_user(alice))
+    first = DocumentVersion.objects.get()
+    document_write(user=alice, path="a.md", content="clobbered", actor=as_user(alice))
+
+    document = document_restore(user=alice, version_id=first.pk, actor=as_user(alice))
+
+    assert document.body == "original"
+    assert document_read(user=alice, path="a.md").body == "original"
+    assert versions_of(alice, "a.md") == [
+        ("write", "original"),
+        ("write", "clobbered"),
+        ("restore", "original"),
+    ]
+    assert ActivityEvent.objects.order_by("-id").first().payload["action"] == "restore"
+
+
+def test_restore_brings_back_a_deleted_document(alice):
+    document_write(user=alice, path="a.md", content="gone soon", actor=as_user(alice))
+    version = document_delete(user=alice, path="a.md", actor=as_user(alice))
+
+    document = document_restore(user=alice, version_id=version.pk, actor=as_user(alice))
+
+    assert document_read(user=alice, path="a.md").body == "gone soon"
+    assert document.scope == "user"
+    assert [v.action for v in document_versions(user=alice, path="a.md")] == [
+        "restore",
+        "delete",
+        "write",
+    ]
+    # The old versions keep the scope and path even though their document was deleted.
+    assert DocumentVersion.objects.filter(user=alice, path="a.md", document=None).count() == 2
+
+
+def test_restore_of_another_users_version_is_not_found(alice, bob):
+    document_write(user=alice, path="a.md", content="alice's", actor=as_user(alice))
+    version = DocumentVersion.objects.get()
+
+    with pytest.raises(NotFound):
+        document_restore(user=bob, version_id=version.pk, actor=as_user(bob))
+
+    assert not Document.objects.filter(user=bob).exists()
+    assert DocumentVersion.objects.count() == 1
+
+
+# well-known files
+
+
+def test_append_memory(alice):
+    append_memory(user=alice, content="likes tea", actor=as_user(alice))
+    append_memory(user=alice, content="lives in Lyon", actor=as_user(alice))
+
+    assert document_read(user=alice, path="MEMORY.md").body == "likes tea\nlives in Lyon"
+
+
+def test_daily_file_uses_the_users_timezone(alice):
+    memory_upsert(user=alice, key="timezone", value="Asia/Singapore", actor=as_user(alice))
+    now = datetime.datetime(2026, 11, 21, 16, 30, tzinfo=datetime.UTC)
+
+    document = append_daily_memory(user=alice, content="late call", actor=as_user(alice), now=now)
+
+    assert document.path == "daily/2026-11-22.md"
+    assert document.body == "- 00:30 late call"
+
+
+def test_daily_file_in_utc_when_no_timezone(alice, bob):
+    now = datetime.datetime(2026, 11, 21, 16, 30, tzinfo=datetime.UTC)
+
+    document = append_daily_memory(user=bob, content="standup", actor=as_user(bob), now=now)
+    append_daily_memory(user=bob, content="  lunch  ", actor=as_user(bob), now=now)
+
+    assert document.path == "daily/2026-11-21.md"
+    assert document_read(user=bob, path="daily/2026-11-21.md").body == (
+        "- 16:30 standup\n- 16:30 lunch"
+    )
+
+
+def test_daily_file_for_the_global_scope_is_utc():
+    now = datetime.datetime(2026, 11, 21, 23, 59, tzinfo=datetime.UTC)
+
+    document = append_daily_memory(user=None, content="release", actor=Actor.system(), now=now)
+
+    assert (document.path, document.body, document.scope) == (
+        "daily/2026-11-21.md",
+        "- 23:59 release",
+        "global",
+    )
+
+
+def test_agent_memory_is_private_to_the_agent(alice, alice_agent):
+    other = AgentFactory(user=alice, name="researcher")
+    append_agent_memory(agent=alice_agent, content="A's note", actor=Actor.for_agent(alice_agent))
+
+    assert agent_memory_get(agent=alice_agent).body == "A's note"
+    assert agent_memory_get(agent=other) is None
+    with pytest.raises(NotFound):
+        document_read(user=alice, agent=other, path="AGENT_MEMORY.md")
+    # The user's own scope does not include agent-private documents...
+    assert list(document_list(user=alice)) == []
+    assert document_tree(user=alice) == []
+    with pytest.raises(NotFound):
+        document_read(user=alice, path="AGENT_MEMORY.md")
+    # ...unless asked with that agent.
+    assert list(document_list(user=alice, agent=alice_agent).values_list("path", "body")) == [
+        ("AGENT_MEMORY.md", "A's note")
+    ]
+    event = ActivityEvent.objects.get()
+    assert (event.user, event.payload["scope"], event.payload["agent_id"]) == (
+        alice,
+        "agent",
+        alice_agent.pk,
+    )
+
+
+def test_another_users_agent_cannot_be_used_as_a_scope(alice, bob_agent):
+    with pytest.raises(InvalidInput) as raised:
+        document_write(user=alice, agent=bob_agent, path="a.md", content="x", actor=as_user(alice))
+
+    assert raised.value.field == "agent"
+    assert not Document.objects.exists()
+
+
+def test_users_are_isolated(alice, bob):
+    document_write(user=alice, path="MEMORY.md", content="alice", actor=as_user(alice))
+    document_write(user=bob, path="MEMORY.md", content="bob", actor=as_user(bob))
+
+    assert document_read(user=alice, path="MEMORY.md").body == "alice"
+    assert document_read(user=bob, path="MEMORY.md").body == "bob"
+    document_delete(user=bob, path="MEMORY.md", actor=as_user(bob))
+    assert document_read(user=alice, path="MEMORY.md").body == "alice"
+    assert list(document_list(user=bob)) == []
+    with pytest.raises(NotFound):
+        document_delete(user=bob, path="MEMORY.md", actor=as_user(bob))
+
+
+def test_global_scope_is_separate_from_users(alice):
+    document_write(user=None, path="policy.md", content="company", actor=as_user(alice))
+    document_write(user=alice, path="policy.md", content="mine", actor=as_user(alice))
+
+    assert document_read(user=None, path="policy.md").body == "company"
+    assert document_read(user=alice, path="policy.md").body == "mine"
+    assert list(document_list(user=None).values_list("path", "body")) == [("policy.md", "company")]
+    event = ActivityEvent.objects.order_by("id").first()
+    assert (event.user, event.payload["scope"]) == (None, "global")
+
+    version = document_delete(user=None, path="policy.md", actor=as_user(alice))
+    assert version.user is None
+    document_restore(user=None, version_id=version.pk, actor=as_user(alice))
+    assert document_read(user=None, path="policy.md").body == "company"
+    # A user cannot restore a global version as if it were theirs.
+    with pytest.raises(NotFound):
+        document_restore(user=alice, version_id=version.pk, actor=as_user(alice))
+
+
+def test_an_agent_needs_a_user_scope(alice_agent):
+    with pytest.raises(InvalidInput) as raised:
+        document_write(user=None, agent=alice_agent, path="a.md", content="x", actor=Actor.system())
+
+    assert raised.value.field == "agent"
+
+
+# concurrency
+
+APPENDERS = 20
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("existing", [False, True])
+def test_concurrent_appends_lose_no_line(alice, existing):
+    if existing:
+        document_write(user=alice, path="log.md", content="start", actor=as_user(alice))
+    barrier = threading.Barrier(APPENDERS)
+    errors: list[BaseException] = []
+
+    def append(n: int) -> None:
+        try:
+            barrier.wait()
+            document_append(user=alice, path="log.md", content=f"line {n}", actor=as_user(alice))
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(APPENDERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    lines = Document.objects.get(user=alice, path="log.md").body.split("\n")
+    expected = {f"line {n}" for n in range(APPENDERS)} | ({"start"} if existing else set())
+    assert sorted(lines) == sorted(expected)
+    appends = DocumentVersion.objects.filter(user=alice, action="append")
+    assert appends.count() == APPENDERS
+    # Each append saw the body the previous one left: every version has one line more.
+    lengths = [body.count("\n") for body in appends.order_by("id").values_list("body", flat=True)]
+    assert lengths == list(range(int(existing), APPENDERS + int(existing)))
+    assert ActivityEvent.objects.filter(event_type="document_written").count() == APPENDERS + int(
+        existing
+    )
