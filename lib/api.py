@@ -26,7 +26,14 @@ SERVICE_ERROR_STATUS = {
     MemoryPaused: status.HTTP_409_CONFLICT,
 }
 
+
+class RequestTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+
+
 DRF_ERROR_CODES = {
+    RequestTooLarge: "too_large",
     exceptions.ParseError: "bad_json",
     exceptions.NotAuthenticated: "not_authenticated",
     exceptions.AuthenticationFailed: "invalid_token",
@@ -37,11 +44,6 @@ DRF_ERROR_CODES = {
     exceptions.NotAcceptable: "not_acceptable",
     exceptions.Throttled: "rate_limited",
 }
-
-
-class RequestTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_code = "too_large"
 
 
 def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
@@ -68,8 +70,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def _drf_code(exc: Exception) -> str:
-    if isinstance(exc, RequestTooLarge):
-        return "too_large"
     for exc_type, code in DRF_ERROR_CODES.items():
         if isinstance(exc, exc_type):
             return code
