@@ -41,6 +41,8 @@ test: install browser
 
 bench: install
 	$(UV) run --frozen python bench/api.py
+	$(UV) run --frozen python bench/embeddings.py
+	$(UV) run --frozen python bench/search.py
 
 lint: install
 	$(UV) run --frozen ruff check .

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "activity",
     "work",
     "context",
+    "search",
 ]
 
 MIDDLEWARE = [
@@ -155,6 +156,10 @@ STORAGES = {
 # Self-hosted: accounts are made by an admin. On, this adds a sign-up page.
 MNEMO_OPEN_SIGNUP = env_bool("MNEMO_OPEN_SIGNUP", default=False)
 
+# Global (company) documents are written by system tokens. On, every user's agents and
+# pages may read them too (never write); off, users never see them.
+MNEMO_GLOBAL_READABLE = env_bool("MNEMO_GLOBAL_READABLE", default=False)
+
 SESSION_COOKIE_SECURE = env_bool("MNEMO_SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
@@ -183,7 +188,68 @@ MNEMO_DEFAULT_TOKEN_BUDGET = 2000
 
 # Working memory: the tiktoken encoding that counts tokens (see lib/tokenizer.py for
 # what happens offline when its file is not in tiktoken's cache).
+# Search (search/services.py): candidates per side, the RRF constant k in 1/(k + rank),
+# and how memory hits fade with age and rise with use.
+MNEMO_SEARCH_CANDIDATES = 50
+MNEMO_SEARCH_RRF_K = 60
+MNEMO_SEARCH_DECAY_PER_DAY = 0.1
+MNEMO_SEARCH_ACCESS_BOOST = 0.05
+
 MNEMO_TOKENIZER = env.str("MNEMO_TOKENIZER", default="o200k_base")
+
+# --- Embeddings (search/embeddings.py) -------------------------------------------------
+# `local` is WordLlama from its PyPI package, offline; `openai` is any OpenAI-compatible
+# server. `auto` picks openai when OPENAI_API_KEY is set, local otherwise.
+
+
+def env_seconds(name: str, *, default: float) -> float:
+    """A positive number of seconds (fractions allowed)."""
+    if name not in env:
+        return default
+    raw = env.str(name)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a number of seconds.") from None
+    if not 0 < value < float("inf"):
+        raise environ.ImproperlyConfigured(f"{name}={raw!r} must be a positive number of seconds.")
+    return value
+
+
+def env_choice(name: str, *, default: str, choices: tuple[str, ...]) -> str:
+    value = env.str(name, default=default).strip().lower()
+    if value not in choices:
+        raise environ.ImproperlyConfigured(f"{name}={value!r} must be one of {', '.join(choices)}.")
+    return value
+
+
+OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="").strip()
+OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="").strip()  # empty: api.openai.com
+MNEMO_EMBEDDING_PROVIDER = env_choice(
+    "MNEMO_EMBEDDING_PROVIDER", default="auto", choices=("auto", "local", "openai")
+)
+if MNEMO_EMBEDDING_PROVIDER == "openai" and not OPENAI_API_KEY:
+    raise environ.ImproperlyConfigured(
+        "MNEMO_EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (any non-empty value for a "
+        "server without keys)."
+    )
+MNEMO_EMBEDDING_MODEL = env.str("MNEMO_EMBEDDING_MODEL", default="text-embedding-3-small").strip()
+MNEMO_EMBEDDING_DIMENSIONS = env_int("MNEMO_EMBEDDING_DIMENSIONS", default=256, minimum=1)
+# Send `dimensions` with each request? auto: only for text-embedding-3* models, the ones
+# that take it; other servers/models may refuse it and must return this many natively.
+MNEMO_EMBEDDING_SEND_DIMENSIONS = env_choice(
+    "MNEMO_EMBEDDING_SEND_DIMENSIONS", default="auto", choices=("auto", "true", "false")
+)
+MNEMO_EMBEDDING_BATCH_SIZE = env_int("MNEMO_EMBEDDING_BATCH_SIZE", default=64, minimum=1)
+MNEMO_EMBEDDING_CONNECT_TIMEOUT = env_seconds("MNEMO_EMBEDDING_CONNECT_TIMEOUT", default=5.0)
+MNEMO_EMBEDDING_TIMEOUT = env_seconds("MNEMO_EMBEDDING_TIMEOUT", default=30.0)
+# Retries after the first attempt on 408/409/429/5xx, timeouts and connection errors,
+# waiting BACKOFF, then twice as long each time up to BACKOFF_MAX, or the server's
+# Retry-After; one longer than BACKOFF_MAX ends the tries at once (the task retries later).
+MNEMO_EMBEDDING_RETRIES = env_int("MNEMO_EMBEDDING_RETRIES", default=3)
+MNEMO_EMBEDDING_BACKOFF = env_seconds("MNEMO_EMBEDDING_BACKOFF", default=0.5)
+MNEMO_EMBEDDING_BACKOFF_MAX = env_seconds("MNEMO_EMBEDDING_BACKOFF_MAX", default=8.0)
+# --- end of embeddings --------------------------------------------------------------------
 
 # Caches hold the API's per-token throttle counters. The default is per process; with
 # several web processes use a shared one, e.g. redis://redis:6379/1.
@@ -202,10 +268,17 @@ def _api_rate(name: str, default: str) -> str:
 
 # The agent API (Django REST Framework), bearer tokens only.
 MNEMO_API_RATE = _api_rate("MNEMO_API_RATE", "600/min")
-MNEMO_API_MAX_BODY_BYTES = 1024 * 1024
+# Room for a 1 MB document even with every character JSON-escaped (\uXXXX).
+MNEMO_API_MAX_BODY_BYTES = 4 * 1024 * 1024
+# Django refuses larger bodies before reading them (pages' form posts included).
+DATA_UPLOAD_MAX_MEMORY_SIZE = MNEMO_API_MAX_BODY_BYTES
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["profiles.authentication.AgentTokenAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A system token may only use the tools that allow it (the workspace tools).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "profiles.authentication.UserTokenOnly",
+    ],
     "DEFAULT_THROTTLE_CLASSES": ["profiles.authentication.AgentTokenThrottle"],
     "DEFAULT_THROTTLE_RATES": {"agent_token": MNEMO_API_RATE},
     "DEFAULT_PARSER_CLASSES": ["lib.api.LimitedJSONParser"],
@@ -232,6 +305,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "MemorySourceEnum": "memory.models.Source",
         "AgentSourceEnum": ["tp_extracted", "document"],
+        "MemoryKindEnum": "memory.selectors.KINDS",
+        "TreeEntryKindEnum": ["folder", "file"],
+        "DocumentScopeEnum": "context.apis.SCOPES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -244,4 +320,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("MNEMO_LOG_LEVEL", default="INFO")},
+    # The openai client's HTTP library logs every request at INFO.
+    "loggers": {"httpx2": {"level": "WARNING"}},
 }

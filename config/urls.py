@@ -13,9 +13,12 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
     re_path(r"^api/", api_not_found),
-    # Pages: the Context page (memory), activity, work, agents and account.
+    # Pages: the Context page (memory), its Documents tab and search, activity, work, agents,
+    # account.
     path("", include("memory.urls")),
     path("activity/", include("activity.urls")),
     path("work/", include("work.urls")),
+    path("documents/", include("context.urls")),
+    path("search/", include("search.urls")),
     path("", include("profiles.urls")),
 ]

@@ -8,7 +8,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from activity.actors import Actor
-from context.models import Document
+from activity.admin import AppendOnlyAdmin
+from context.models import Document, DocumentChunk, DocumentVersion
 from context.paths import InvalidPath, normalize_path
 from context.services import document_delete, document_write
 from lib.errors import InvalidInput, NotFound
@@ -98,6 +99,45 @@ class DocumentAdmin(admin.ModelAdmin):
             except NotFound:
                 continue  # deleted meanwhile
 
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple:
+        # A document's chunks are its search index and go with it; deleting the document
+        # needs no permission on them (their own admin is read-only).
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        perms_needed.discard(DocumentChunk._meta.verbose_name)
+        return deleted, counts, perms_needed, protected
+
     @admin.display(description="scope")
     def scope(self, obj: Document) -> str:
         return obj.scope
+
+
+@admin.register(DocumentVersion)
+class DocumentVersionAdmin(AppendOnlyAdmin):
+    """Every change to every document; restore from the Documents page or the services."""
+
+    list_display = ("path", "action", "scope_owner", "actor", "created_at")
+    list_filter = ("action", "actor_type", "created_at")
+    search_fields = ("path", "user__username", "agent__name")
+    list_select_related = ("user", "agent", "actor_user", "actor_agent")
+    date_hierarchy = "created_at"
+
+    @admin.display(description="owner")
+    def scope_owner(self, obj: DocumentVersion) -> str:
+        if obj.user_id is None:
+            return "global"
+        return f"{obj.user} (agent {obj.agent})" if obj.agent_id else str(obj.user)
+
+
+@admin.register(DocumentChunk)
+class DocumentChunkAdmin(AppendOnlyAdmin):
+    """What search indexes: written by the document services, never by hand."""
+
+    list_display = ("document", "ordinal", "user", "embedding_model", "words")
+    list_filter = ("embedding_model",)
+    search_fields = ("document__path", "user__username", "text")
+    list_select_related = ("document", "user")
+    exclude = ("embedding", "search_vector")
+
+    @admin.display(description="words")
+    def words(self, obj: DocumentChunk) -> int:
+        return len(obj.text.split())

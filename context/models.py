@@ -1,10 +1,13 @@
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
 from activity.actors import ActorMixin
 from context.paths import MAX_PATH_LENGTH, InvalidPath, normalize_path
+from lib.search_fields import EmbeddingFields
 
 
 def validate_document_path(value: str) -> None:
@@ -134,3 +137,39 @@ class DocumentVersion(ActorMixin):
         if not self._state.adding:
             raise AppendOnlyError("Document versions are append-only.")
         super().save(*args, **kwargs)
+
+
+class DocumentChunk(EmbeddingFields):
+    """A piece of a document as search sees it: about 800 words, overlapping its neighbours.
+
+    Rewritten whenever the document changes (search/chunking.py); the scope is copied from
+    the document so searches filter on this table alone.
+    """
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    agent = models.ForeignKey(
+        "profiles.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    ordinal = models.PositiveIntegerField()
+    text = models.TextField()
+    search_vector = models.GeneratedField(
+        expression=SearchVector("text", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        ordering = ["document_id", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "ordinal"], name="chunk_unique_ordinal"),
+        ]
+        indexes = [
+            GinIndex(fields=["search_vector"], name="chunk_fts"),
+            models.Index(fields=["user", "agent", "embedding_model"], name="chunk_scope_embedding"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.ordinal}"

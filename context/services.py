@@ -21,9 +21,10 @@ from django.utils import timezone
 from activity import events
 from context.models import Document, DocumentVersion, VersionAction
 from context.paths import normalize_path
-from lib.errors import InvalidInput, NotFound
+from lib.errors import Conflict, InvalidInput, NotFound
 from memory.models import Memory
-from profiles.services import agent_check_owner
+from profiles.services import agent_check_owner, check_agents_may_write
+from search.indexing import rechunk_document
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -45,6 +46,7 @@ class TreeEntry:
     name: str
     kind: str  # "folder" or "file"
     depth: int  # 1 for direct children of the listed path
+    scope: str = "user"  # "user", "agent" or "global", as Document.scope
     document_id: int | None = None
     size: int | None = None  # characters, files only
     updated_at: datetime.datetime | None = None
@@ -57,15 +59,30 @@ def document_write(
     path: str,
     content: str,
     actor: Actor,
+    base_version: int | None = None,
+    create_only: bool = False,
 ) -> Document:
-    """Create the document, or replace its whole body."""
+    """Create the document, or replace its whole body.
+
+    With base_version (the id of the version the caller edited), a document that changed
+    since then is not overwritten: Conflict, and nothing is written. With create_only, an
+    existing document is a Conflict too (atomic, unlike checking first).
+    """
     scope = _scope(user, agent)
     path = normalize_path(path)
     content = _clean_content(content)
     with transaction.atomic():
+        check_agents_may_write(user=user, actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
             **scope, path=path, defaults={"body": content}
         )
+        if create_only and not created:
+            raise Conflict(f"'{path}' already exists; open it to edit it.", field="path")
+        if base_version is not None and _latest_version_id(document) != base_version:
+            raise Conflict(
+                f"'{path}' changed since you opened it; reload it and apply your edit again.",
+                field="content",
+            )
         if not created:
             document.body = content
             document.save(update_fields=["body", "updated_at"])
@@ -92,6 +109,7 @@ def document_append(
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
     with transaction.atomic():
+        check_agents_may_write(user=user, actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
             **scope, path=path, defaults={"body": content}
         )
@@ -145,25 +163,33 @@ def document_tree(
         .annotate(size=Length("body"))
         .values_list("pk", "path", "size", "updated_at")
     )
-    entries: dict[str, TreeEntry] = {}
+    scope_name = _scope_name(user, agent)
+    entries: dict[tuple[str, str], TreeEntry] = {}  # a file 'a' and a folder 'a' may both exist
     for pk, full_path, size, updated_at in rows:
         parts = full_path[len(prefix) :].split("/")
         for level in range(min(depth, len(parts))):
             entry_path = prefix + "/".join(parts[: level + 1])
             if level == len(parts) - 1:
-                entries[entry_path] = TreeEntry(
+                entries[entry_path, "file"] = TreeEntry(
                     path=entry_path,
                     name=parts[level],
                     kind="file",
                     depth=level + 1,
+                    scope=scope_name,
                     document_id=pk,
                     size=size,
                     updated_at=updated_at,
                 )
             else:
                 entries.setdefault(
-                    entry_path,
-                    TreeEntry(path=entry_path, name=parts[level], kind="folder", depth=level + 1),
+                    (entry_path, "folder"),
+                    TreeEntry(
+                        path=entry_path,
+                        name=parts[level],
+                        kind="folder",
+                        depth=level + 1,
+                        scope=scope_name,
+                    ),
                 )
     if prefix and not entries:
         raise NotFound(f"No folder '{path}'.", field="path")
@@ -177,6 +203,7 @@ def document_delete(
     scope = _scope(user, agent)
     path = normalize_path(path)
     with transaction.atomic():
+        check_agents_may_write(user=user, actor=actor)
         document = Document.objects.select_for_update().filter(**scope, path=path).first()
         if document is None:
             raise NotFound(f"No document at '{path}'.", field="path")
@@ -214,6 +241,7 @@ def document_restore(*, user: AbstractBaseUser | None, version_id: int, actor: A
         raise NotFound(f"No document version {version_id}.", field="version_id")
     scope = _scope(user, version.agent)
     with transaction.atomic():
+        check_agents_may_write(user=user, actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
             **scope, path=version.path, defaults={"body": version.body}
         )
@@ -231,6 +259,22 @@ def document_versions(
     scope = _scope(user, agent)
     path = normalize_path(path)
     return DocumentVersion.objects.filter(**scope, path=path).order_by("-created_at", "-id")
+
+
+def document_latest_version_id(document: Document) -> int | None:
+    """The id of the document's newest version: what an editor passes back as base_version."""
+    return _latest_version_id(document)
+
+
+def _latest_version_id(document: Document) -> int | None:
+    if document.pk is None:
+        return None
+    return (
+        DocumentVersion.objects.filter(document=document)
+        .order_by("-created_at", "-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
 
 
 # Well-known files.
@@ -298,6 +342,12 @@ def _scope(user: AbstractBaseUser | None, agent: Agent | None) -> dict[str, obje
     return {"user": user, "agent": agent}
 
 
+def _scope_name(user: AbstractBaseUser | None, agent: Agent | None) -> str:
+    if user is None:
+        return "global"
+    return "user" if agent is None else "agent"
+
+
 def _clean_content(content: object) -> str:
     if not isinstance(content, str):
         raise InvalidInput("Content must be text.", field="content")
@@ -317,6 +367,7 @@ def _clean_content(content: object) -> str:
 
 
 def _record(document: Document, *, action: VersionAction, actor: Actor) -> DocumentVersion:
+    rechunk_document(document)
     version = DocumentVersion.objects.create(
         document=document,
         user_id=document.user_id,

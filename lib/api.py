@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework import exceptions, serializers, status
@@ -18,12 +19,14 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from lib.errors import InvalidInput, MemoryPaused, NotFound, ServiceError
+from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused, NotFound, ServiceError
 
 SERVICE_ERROR_STATUS = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     NotFound: status.HTTP_404_NOT_FOUND,
     MemoryPaused: status.HTTP_409_CONFLICT,
+    Conflict: status.HTTP_409_CONFLICT,
+    Forbidden: status.HTTP_403_FORBIDDEN,
 }
 
 
@@ -52,6 +55,8 @@ def error_body(code: str, message: str, field: str | None = None) -> dict[str, A
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's exception handler, answering in the API's one error shape."""
+    if isinstance(exc, RequestDataTooBig):
+        exc = _too_large(settings.MNEMO_API_MAX_BODY_BYTES)
     if isinstance(exc, ServiceError):
         status_code = SERVICE_ERROR_STATUS.get(type(exc), status.HTTP_400_BAD_REQUEST)
         return Response(error_body(exc.code, exc.message, exc.field), status=status_code)
@@ -247,7 +252,7 @@ class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
 
 
-def _error_response(description: str, code: str, message: str, field: str | None = None):
+def error_response(description: str, code: str, message: str, field: str | None = None):
     return OpenApiResponse(
         ErrorSerializer,
         description=description,
@@ -256,27 +261,34 @@ def _error_response(description: str, code: str, message: str, field: str | None
 
 
 ERROR_RESPONSES = {
-    400: _error_response(
+    400: error_response(
         "Invalid input: bad JSON, a missing or wrongly typed field, a bad key or value.",
         "invalid",
         "Unknown entry kind 'facts' in key 'facts:tea'; expected one of fact, instruction, …",
         "key",
     ),
-    401: _error_response(
+    401: error_response(
         "No token, an unknown token or a revoked one.",
         "invalid_token",
         "This token was revoked; ask the user for a new one.",
     ),
-    404: _error_response("No such memory (for this user).", "not_found", "No memory with key…"),
-    409: _error_response(
-        "The user has paused memory; writes are refused until they resume it.",
+    404: error_response("No such memory (for this user).", "not_found", "No memory with key…"),
+    403: error_response(
+        "A system token calling a tool that needs an agent token.",
+        "forbidden",
+        "System tokens work only with global documents (memory_read, …); "
+        "this tool needs an agent token.",
+    ),
+    409: error_response(
+        "The user has paused memory (agent writes are refused until they resume it), or the "
+        "thing changed since it was read.",
         "memory_paused",
         "Memory is paused by the user; agents cannot change it until resumed.",
     ),
-    413: _error_response(
-        "The request body is over 1 MiB.", "too_large", "The request body is larger than 1024 KiB."
+    413: error_response(
+        "The request body is over 4 MiB.", "too_large", "The request body is larger than 4096 KiB."
     ),
-    429: _error_response(
+    429: error_response(
         "Too many requests for this token; see the Retry-After header.",
         "rate_limited",
         "Too many requests for this token; retry in 12 seconds.",

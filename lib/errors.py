@@ -20,3 +20,15 @@ class NotFound(ServiceError):
 
 class MemoryPaused(ServiceError):
     code = "memory_paused"
+
+
+class Conflict(ServiceError):
+    """The thing changed since the caller last read it; nothing was written."""
+
+    code = "conflict"
+
+
+class Forbidden(ServiceError):
+    """The caller may see this but not change it (or may not use this at all)."""
+
+    code = "forbidden"

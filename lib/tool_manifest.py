@@ -13,6 +13,7 @@ from django.http import HttpRequest, JsonResponse
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -145,6 +146,8 @@ class ToolManifestApi(APIView):
 
 class UnknownToolApi(APIView):
     """Any /api/v1/tools/<name> that is not a tool: a 404 that lists the real ones."""
+
+    permission_classes = [IsAuthenticated]
 
     @extend_schema(exclude=True)
     def post(self, request: Request, name: str) -> Response:

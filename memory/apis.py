@@ -24,7 +24,6 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from activity.actors import Actor
 from lib.api import (
     FlagField,
     NumberField,
@@ -35,6 +34,7 @@ from lib.api import (
     error_responses,
 )
 from lib.errors import InvalidInput
+from lib.tool_api import ToolApi
 from memory import selectors, services
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
 from memory.models import MAX_VALUE_LENGTH, Source
@@ -231,24 +231,6 @@ ROW_EXAMPLE = {
 }
 
 
-class ToolApi(APIView):
-    """A tool: POST a JSON object, get JSON back. Acts as the token's agent."""
-
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        # A body sent without a Content-Type is read as JSON rather than ignored.
-        if request.META.get("CONTENT_LENGTH", "0") not in ("", "0") and not request.content_type:
-            request._request.META["CONTENT_TYPE"] = "application/json"
-        super().initial(request, *args, **kwargs)
-
-    def actor(self) -> Actor:
-        return Actor.for_agent(self.request.auth.agent)
-
-    def validated(self, serializer_class: type[ToolInput]) -> dict[str, Any]:
-        serializer = serializer_class(data=self.request.data)
-        serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
-
-
 TOOL_TAG = "memory tools"
 
 
@@ -263,7 +245,7 @@ class MemoryCreateApi(ToolApi):
         responses={
             201: CreateMemoryResultSerializer,
             200: CreateMemoryResultSerializer,
-            **error_responses(400, 401, 409, 413, 429),
+            **error_responses(400, 401, 403, 409, 413, 429),
         },
         examples=[
             OpenApiExample(
@@ -297,7 +279,10 @@ class MemoryUpdateApi(ToolApi):
         description="Change the value, confidence, tags or pinned flag of a memory that "
         "exists; 404 if there is none. Give at least one of them.",
         request=UpdateMemorySerializer,
-        responses={200: MemoryResultSerializer, **error_responses(400, 401, 404, 409, 413, 429)},
+        responses={
+            200: MemoryResultSerializer,
+            **error_responses(400, 401, 403, 404, 409, 413, 429),
+        },
         examples=[
             OpenApiExample(
                 "Pin a memory",
@@ -322,7 +307,7 @@ class MemoryDeleteApi(ToolApi):
         request=KeySerializer,
         responses={
             200: DeleteMemoryResultSerializer,
-            **error_responses(400, 401, 404, 409, 413, 429),
+            **error_responses(400, 401, 403, 404, 409, 413, 429),
         },
         examples=[
             OpenApiExample("Forget", value={"key": "preference:report-format"}, request_only=True),
@@ -343,7 +328,7 @@ class MemoryGetApi(ToolApi):
         description="Read the memory with this key; 404 if there is none. Reading counts as "
         "a use: access_count and last_accessed_at go up.",
         request=KeySerializer,
-        responses={200: MemoryResultSerializer, **error_responses(400, 401, 404, 413, 429)},
+        responses={200: MemoryResultSerializer, **error_responses(400, 401, 403, 404, 413, 429)},
         examples=[
             OpenApiExample("Read", value={"key": "timezone"}, request_only=True),
         ],
@@ -362,7 +347,7 @@ class MemoryListApi(ToolApi):
         description="List the user's memories in key order, filtered by kind, tag, source "
         "or change time, a page at a time (limit 1–200, default 50; pass next_cursor back).",
         request=ListMemoriesSerializer,
-        responses={200: MemoryPageSerializer, **error_responses(400, 401, 413, 429)},
+        responses={200: MemoryPageSerializer, **error_responses(400, 401, 403, 413, 429)},
         examples=[
             OpenApiExample(
                 "Preferences", value={"kind": "preference", "limit": 20}, request_only=True
@@ -428,7 +413,7 @@ class WorkingMemoryApi(APIView):
                     )
                 ],
             ),
-            **error_responses(400, 401, 429),
+            **error_responses(400, 401, 403, 429),
         },
     )
     def get(self, request: Request) -> HttpResponse:

@@ -1,11 +1,14 @@
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import Range
 
 from activity.actors import ActorMixin
+from lib.search_fields import EmbeddingFields
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
 
 MAX_VALUE_LENGTH = 2000
@@ -17,7 +20,7 @@ class Source(models.TextChoices):
     DOCUMENT = "document", "Promoted from a document"
 
 
-class Memory(models.Model):
+class Memory(EmbeddingFields):
     """What the assistant knows about the user: one key/value row per (user, key)."""
 
     user = models.ForeignKey(
@@ -33,9 +36,18 @@ class Memory(models.Model):
     last_accessed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("value", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     class Meta:
         db_table = "user_context"
+        indexes = [
+            GinIndex(fields=["search_vector"], name="user_context_fts"),
+            models.Index(fields=["user", "embedding_model"], name="user_context_embedding"),
+        ]
         verbose_name = "memory"
         verbose_name_plural = "memories"
         ordering = ["user_id", "key"]

@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from activity import events
 from activity.actors import Actor, ActorKind
-from lib.errors import InvalidInput, MemoryPaused, NotFound
+from lib.errors import InvalidInput, NotFound
 from memory.keys import KeyFamily, parse_key
 from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
-from profiles.models import Profile
+from profiles.services import check_agents_may_write
+from search.indexing import schedule_memory_embedding
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -130,7 +131,7 @@ def memory_delete(*, user: AbstractBaseUser, key: str, actor: Actor) -> MemoryHi
     """Delete a memory; its last state stays in history so it can be restored."""
     parse_key(key)
     with transaction.atomic():
-        _ensure_writable(user, actor)
+        check_agents_may_write(user=user, actor=actor)
         memory = _locked(user, key)
         if memory is None:
             raise NotFound(f"No memory with key '{key}'.", field="key")
@@ -177,7 +178,7 @@ def _write(
     create: bool = True,
 ) -> MemoryWrite:
     with transaction.atomic():
-        _ensure_writable(user, actor)
+        check_agents_may_write(user=user, actor=actor)
         if create:
             # get_or_create on the unique (user, key) under FOR UPDATE: concurrent
             # writers of one key serialize on the row instead of racing.
@@ -192,7 +193,12 @@ def _write(
         if not created:
             for name, new in fields.items():
                 setattr(memory, name, new)
-            memory.save(update_fields=[*fields, "updated_at"])
+            changed = [*fields, "updated_at"]
+            if memory.value != before["value"]:
+                # The old vector no longer describes the value; search/tasks.py makes a new one.
+                memory.embedding, memory.embedding_model, memory.embedded_hash = None, "", ""
+                changed += ["embedding", "embedding_model", "embedded_hash"]
+            memory.save(update_fields=changed)
         if created and action == HistoryAction.UPDATE:
             action = HistoryAction.CREATE
         history = MemoryHistory.objects.create(
@@ -213,18 +219,13 @@ def _write(
             source=memory.source,
             history_id=history.pk,
         )
+        if before is None or before["value"] != memory.value:
+            schedule_memory_embedding(memory)
     return MemoryWrite(memory=memory, created=created, history=history)
 
 
 def _locked(user: AbstractBaseUser, key: str) -> Memory | None:
     return Memory.objects.select_for_update().filter(user=user, key=key).first()
-
-
-def _ensure_writable(user: AbstractBaseUser, actor: Actor) -> None:
-    if actor.kind == ActorKind.USER:
-        return
-    if Profile.objects.filter(user=user, memory_paused=True).exists():
-        raise MemoryPaused("Memory is paused by the user; agents cannot change it until resumed.")
 
 
 def _source_and_confidence(

@@ -94,6 +94,19 @@ def _tab_url(tab: str, anchor: str = "") -> str:
     return f"{reverse('context')}?tab={tab}{anchor}"
 
 
+def context_tab_links() -> list[dict[str, Any]]:
+    """The Context page's tab nav. Profile, Styles and Entries swap in place with htmx;
+    Documents is its own page (context/views.py) that shows the same nav."""
+    tabs: list[dict[str, Any]] = [
+        {"name": name, "label": label, "url": _tab_url(name), "htmx": True}
+        for name, label in TABS.items()
+    ]
+    tabs.append(
+        {"name": "documents", "label": "Documents", "url": reverse("documents"), "htmx": False}
+    )
+    return tabs
+
+
 def _changed(response: HttpResponse, *events: str) -> HttpResponse:
     """Tell the page (the preview, the entry list) that memory changed."""
     response.headers["HX-Trigger"] = ", ".join((MEMORY_CHANGED, *events))
@@ -234,9 +247,7 @@ def _page_context(
     memories = {memory.key: memory for memory in memory_list(user=user)}
     context: dict[str, Any] = {
         "tab": tab,
-        "tabs": [
-            {"name": name, "label": label, "url": _tab_url(name)} for name, label in TABS.items()
-        ],
+        "tabs": context_tab_links(),
         "profile": profile_for_user(user),
         "empty": not memories,
         "undo": _undo_offer(request, memories),

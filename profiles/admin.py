@@ -7,8 +7,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from profiles.models import Agent, AgentToken, Profile
-from profiles.services import token_create, token_revoke
+from profiles.models import Agent, AgentToken, Profile, SystemToken
+from profiles.services import system_token_create, token_create, token_revoke
 
 TOKEN_INFO_FIELDS = ("prefix", "active", "created_at", "last_used_at", "revoked_at")
 
@@ -35,16 +35,32 @@ class AgentAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at",)
 
 
-@admin.register(AgentToken)
-class AgentTokenAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "label", "agent", "owner", "active", "created_at", "last_used_at")
+class TokenAdmin(admin.ModelAdmin):
+    """What both kinds of token share: the hash hidden, a revoke action, an active column."""
+
     list_filter = (("revoked_at", admin.EmptyFieldListFilter), "created_at")
-    search_fields = ("prefix", "label", "agent__name", "agent__user__username")
-    list_select_related = ("agent__user",)
-    autocomplete_fields = ("agent",)
     ordering = ("-created_at",)
     exclude = ("token_hash",)
     actions = ("revoke_selected",)
+
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        tokens = list(queryset.filter(revoked_at__isnull=True))
+        for token in tokens:
+            token_revoke(token=token)
+        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
+
+    @admin.display(description="active", boolean=True, ordering="revoked_at")
+    def active(self, obj: AgentToken | SystemToken) -> bool:
+        return obj.is_active
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(TokenAdmin):
+    list_display = ("prefix", "label", "agent", "owner", "active", "created_at", "last_used_at")
+    search_fields = ("prefix", "label", "agent__name", "agent__user__username")
+    list_select_related = ("agent__user",)
+    autocomplete_fields = ("agent",)
 
     def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> tuple:
         return ("agent", "label") if obj is None else ("agent", "label", *TOKEN_INFO_FIELDS)
@@ -67,17 +83,35 @@ class AgentTokenAdmin(admin.ModelAdmin):
             "it will not be shown again.",
         )
 
-    @admin.action(description="Revoke selected tokens", permissions=["change"])
-    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
-        tokens = list(queryset.filter(revoked_at__isnull=True))
-        for token in tokens:
-            token_revoke(token=token)
-        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
-
     @admin.display(description="user", ordering="agent__user__username")
     def owner(self, obj: AgentToken) -> str:
         return str(obj.agent.user)
 
-    @admin.display(description="active", boolean=True, ordering="revoked_at")
-    def active(self, obj: AgentToken) -> bool:
-        return obj.is_active
+
+@admin.register(SystemToken)
+class SystemTokenAdmin(TokenAdmin):
+    """Tokens bound to no user, for the global (company) documents only."""
+
+    list_display = ("prefix", "label", "active", "created_at", "last_used_at")
+    search_fields = ("prefix", "label")
+
+    def get_fields(self, request: HttpRequest, obj: SystemToken | None = None) -> tuple:
+        return ("label",) if obj is None else ("label", *TOKEN_INFO_FIELDS)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: SystemToken | None = None) -> tuple:
+        return () if obj is None else TOKEN_INFO_FIELDS
+
+    def save_model(
+        self, request: HttpRequest, obj: SystemToken, form: forms.ModelForm, change: bool
+    ) -> None:
+        if change:
+            super().save_model(request, obj, form, change)  # only the label is editable
+            return
+        issued = system_token_create(label=obj.label)
+        obj.pk = issued.token.pk
+        obj.refresh_from_db()
+        messages.success(
+            request,
+            f"New system token: {issued.raw} — copy it now, it will not be shown again. "
+            "It reads and writes only the global (company) documents.",
+        )

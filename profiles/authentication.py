@@ -10,10 +10,11 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import BasePermission
 from rest_framework.throttling import SimpleRateThrottle
 
-from profiles.models import AgentToken
-from profiles.services import hash_token, token_matches
+from profiles.models import AgentToken, SystemToken
+from profiles.services import SYSTEM_TOKEN_PREFIX, hash_token, token_matches
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -24,8 +25,26 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 MAX_TOKEN_LENGTH = 200
 
 
+class SystemCaller:
+    """request.user for a system token: authenticated, but acting for no user."""
+
+    is_authenticated = True
+    is_active = True
+    is_anonymous = False
+    pk = None
+    id = None
+    username = "system"
+
+    def __str__(self) -> str:
+        return "system"
+
+
 class AgentTokenAuthentication(BaseAuthentication):
-    """`Authorization: Bearer <token>`: the request acts for the token's agent and its user."""
+    """`Authorization: Bearer <token>`: the request acts for the token's agent and its user.
+
+    A system token (prefix mnemo_sys_) acts for no user: request.user is a SystemCaller
+    and request.auth the SystemToken.
+    """
 
     keyword = "Bearer"
 
@@ -47,14 +66,14 @@ class AgentTokenAuthentication(BaseAuthentication):
             raise exceptions.AuthenticationFailed("Unknown token.") from None
         return self._check(raw)
 
-    def _check(self, raw: str) -> tuple[AbstractBaseUser, AgentToken]:
+    def _check(self, raw: str) -> tuple[AbstractBaseUser | SystemCaller, AgentToken | SystemToken]:
         # The lookup is by hash, so response time says nothing about the secret;
         # compare_digest then checks the stored hash without an early exit.
-        token = (
-            AgentToken.objects.select_related("agent__user")
-            .filter(token_hash=hash_token(raw))
-            .first()
-        )
+        if raw.startswith(SYSTEM_TOKEN_PREFIX):
+            tokens = SystemToken.objects.all()
+        else:
+            tokens = AgentToken.objects.select_related("agent__user")
+        token = tokens.filter(token_hash=hash_token(raw)).first()
         if token is None or not token_matches(raw, token.token_hash):
             raise exceptions.AuthenticationFailed("Unknown token.")
         if token.revoked_at is not None:
@@ -62,7 +81,7 @@ class AgentTokenAuthentication(BaseAuthentication):
                 f"This token was revoked on {token.revoked_at:%Y-%m-%d}; "
                 "ask the user for a new one."
             )
-        user = token.agent.user
+        user = SystemCaller() if isinstance(token, SystemToken) else token.agent.user
         if not user.is_active:
             raise exceptions.AuthenticationFailed("The user this token acts for is deactivated.")
         _note_use(token)
@@ -72,10 +91,10 @@ class AgentTokenAuthentication(BaseAuthentication):
         return f'{self.keyword} realm="mnemo"'
 
 
-def _note_use(token: AgentToken) -> None:
+def _note_use(token: AgentToken | SystemToken) -> None:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        type(token).objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
 
 
@@ -88,9 +107,26 @@ class AgentTokenThrottle(SimpleRateThrottle):
         return settings.MNEMO_API_RATE
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
-        if not isinstance(request.auth, AgentToken):
+        if isinstance(request.auth, AgentToken):
+            ident = request.auth.pk
+        elif isinstance(request.auth, SystemToken):
+            ident = f"system-{request.auth.pk}"
+        else:
             return None
-        return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class UserTokenOnly(BasePermission):
+    """Tools about one user's memory: a system token gets a 403 that says what it may do."""
+
+    message = (
+        "System tokens work only with global documents (memory_read, memory_write, "
+        "memory_append, memory_tree, memory_delete, append_daily_memory); "
+        "this tool needs an agent token."
+    )
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return isinstance(request.auth, AgentToken)
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):
@@ -102,5 +138,7 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
             "type": "http",
             "scheme": "bearer",
             "description": "An agent's API token, from `manage.py create_agent_token` "
-            "or the Agents page. It acts for one agent of one user.",
+            "or the Agents page; it acts for one agent of one user. Or a system token "
+            "(`manage.py create_system_token`, or the admin), bound to no user, which works "
+            "only with the global (company) documents.",
         }

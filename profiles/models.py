@@ -75,10 +75,9 @@ class Agent(models.Model):
         return self.name
 
 
-class AgentToken(models.Model):
-    """An API token for one agent. Only a SHA-256 hash of the secret is stored."""
+class TokenFields(models.Model):
+    """What every API token stores: only a SHA-256 hash of the secret, never the secret."""
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
     label = models.CharField(max_length=100, blank=True)
     prefix = models.CharField(
         max_length=16, help_text="The token's first characters, to tell it apart."
@@ -89,17 +88,40 @@ class AgentToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(
                 condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"),  # noqa: S106
-                name="agenttoken_hash_is_sha256",
+                name="%(class)s_hash_is_sha256",
             ),
         ]
-
-    def __str__(self) -> str:
-        return f"{self.prefix}… ({self.agent})"
 
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class AgentToken(TokenFields):
+    """An API token for one agent of one user."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
+
+    class Meta(TokenFields.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.agent})"
+
+
+class SystemToken(TokenFields):
+    """An API token bound to no user: it reads and writes only global (company) documents.
+
+    Made by an admin (Django admin or `manage.py create_system_token`).
+    """
+
+    class Meta(TokenFields.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… (system{': ' + self.label if self.label else ''})"

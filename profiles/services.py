@@ -12,13 +12,22 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from lib.errors import InvalidInput
-from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET, Agent, AgentToken, Profile
+from activity.actors import Actor, ActorKind
+from lib.errors import InvalidInput, MemoryPaused
+from profiles.models import (
+    MAX_TOKEN_BUDGET,
+    MIN_TOKEN_BUDGET,
+    Agent,
+    AgentToken,
+    Profile,
+    SystemToken,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
 TOKEN_PREFIX = "mnemo_"  # noqa: S105 - a public marker, not a secret
+SYSTEM_TOKEN_PREFIX = "mnemo_sys_"  # noqa: S105 - tells authentication which table to look in
 VISIBLE_PREFIX_LENGTH = 12
 
 
@@ -60,6 +69,17 @@ def profile_update(
     return profile
 
 
+def check_agents_may_write(*, user: AbstractBaseUser | None, actor: Actor) -> None:
+    """MemoryPaused when an agent (or the system) writes for a user who paused memory.
+
+    The user's own changes always go through; the global scope has no pause.
+    """
+    if user is None or actor.kind == ActorKind.USER:
+        return
+    if Profile.objects.filter(user=user, memory_paused=True).exists():
+        raise MemoryPaused("Memory is paused by the user; agents cannot change it until resumed.")
+
+
 def agent_check_owner(*, agent: Agent | None, user: AbstractBaseUser | None) -> None:
     """Refuse an agent that does not act for this user (InvalidInput on field "agent")."""
     if agent is not None and (user is None or agent.user_id != user.pk):
@@ -82,7 +102,7 @@ def agent_get_or_create(*, user: AbstractBaseUser, name: str, description: str =
 
 @dataclass(frozen=True)
 class IssuedToken:
-    token: AgentToken
+    token: AgentToken | SystemToken
     raw: str  # shown once, never stored
 
 
@@ -97,8 +117,17 @@ def token_create(*, agent: Agent, label: str = "") -> IssuedToken:
     return IssuedToken(token=token, raw=raw)
 
 
-def token_revoke(*, token: AgentToken) -> AgentToken:
-    AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+def system_token_create(*, label: str = "") -> IssuedToken:
+    """A token bound to no user, for the global (company) documents only."""
+    raw = SYSTEM_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = SystemToken.objects.create(
+        label=label, prefix=raw[: len(SYSTEM_TOKEN_PREFIX) + 6], token_hash=hash_token(raw)
+    )
+    return IssuedToken(token=token, raw=raw)
+
+
+def token_revoke(*, token: AgentToken | SystemToken) -> AgentToken | SystemToken:
+    type(token).objects.filter(pk=token.pk, revoked_at__isnull=True).update(
         revoked_at=timezone.now()
     )
     token.refresh_from_db(fields=["revoked_at"])

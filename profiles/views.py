@@ -31,6 +31,7 @@ from profiles.services import (
     token_create,
     token_revoke,
 )
+from search.services import search_stats
 
 TEMPLATE = "profiles/agents.html"
 
@@ -62,6 +63,7 @@ def _page_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     context: dict[str, Any] = {
         "agents": _agents_for(request.user),
         "profile": profile_for_user(request.user),
+        "search_stats": search_stats(user=request.user),
         "agent_form": AgentForm(),
         "token_form": None,
         "new_token": None,

@@ -7,13 +7,16 @@ from django.utils.html import escape
 
 from activity.actors import Actor
 from activity.models import ActivityEvent
-from context.models import Document
+from context.models import Document, DocumentChunk, DocumentVersion
+from context.services import document_write
 from lib.errors import InvalidInput
 from memory.keys import parse_key
 from memory.models import Memory, MemoryHistory
 from memory.services import memory_upsert
-from profiles.models import AgentToken
-from profiles.services import hash_token, profile_for_user, token_create
+from profiles.models import AgentToken, SystemToken
+from profiles.services import hash_token, profile_for_user, system_token_create, token_create
+from search.models import SearchLog
+from search.services import search_memory
 from work.models import WorkItem
 from work.services import work_create
 
@@ -48,7 +51,19 @@ def objects(alice, alice_agent):
         "history": write.history,
         "activity": ActivityEvent.objects.get(event_type="memory_written"),
         "work": work,
-        "document": Document.objects.create(user=alice, path="MEMORY.md", body="Notes"),
+        "document": document_write(
+            user=alice, path="MEMORY.md", content="Notes", actor=Actor.for_user(alice)
+        ),
+        "system_token": system_token_create(label="wiki sync").token,
+    } | _search_objects(alice)
+
+
+def _search_objects(alice):
+    search_memory(user=alice, query="tea")
+    return {
+        "document_version": DocumentVersion.objects.get(path="MEMORY.md"),
+        "chunk": DocumentChunk.objects.get(document__path="MEMORY.md"),
+        "search_log": SearchLog.objects.get(user=alice),
     }
 
 
@@ -57,7 +72,20 @@ def memory_form(**fields):
     return data | fields
 
 
-MODELS = ["profile", "agent", "token", "memory", "history", "activity", "work", "document"]
+MODELS = [
+    "profile",
+    "agent",
+    "token",
+    "system_token",
+    "memory",
+    "history",
+    "activity",
+    "work",
+    "document",
+    "document_version",
+    "chunk",
+    "search_log",
+]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -73,7 +101,11 @@ def test_changelist_and_change_page_open(root, objects, name):
 
 @pytest.mark.parametrize(
     ("name", "query"),
-    [*((name, "alice") for name in MODELS if name != "activity"), ("activity", "likes-tea")],
+    [
+        *((name, "alice") for name in MODELS if name not in ("activity", "system_token")),
+        ("activity", "likes-tea"),
+        ("system_token", "wiki"),
+    ],
 )
 def test_changelist_search_finds_the_row(root, objects, name, query):
     obj = objects[name]
@@ -281,7 +313,7 @@ def test_bulk_delete_memories_goes_through_the_service(root, alice, objects):
     assert ActivityEvent.objects.filter(event_type="memory_deleted").count() == 2
 
 
-@pytest.mark.parametrize("name", ["history", "activity"])
+@pytest.mark.parametrize("name", ["history", "activity", "document_version", "chunk", "search_log"])
 def test_logs_are_read_only(root, objects, name):
     obj = objects[name]
     row = type(obj).objects.filter(pk=obj.pk).values()
@@ -328,6 +360,35 @@ def test_add_token_shows_raw_token_once_and_stores_its_hash(root, alice_agent):
     assert raw not in str(AgentToken.objects.values().get())
     assert raw not in str(list(LogEntry.objects.values()))
     assert raw not in root.get(admin_url(token, "changelist")).text
+
+
+def test_add_system_token_shows_raw_token_once_and_it_works_for_global_documents(root, call_tool):
+    response = root.post(
+        admin_url(SystemToken, "add"), {"label": "wiki sync", "_save": "Save"}, follow=True
+    )
+
+    shown = [RAW_TOKEN.search(str(message)) for message in response.context["messages"]]
+    (raw,) = [match.group() for match in shown if match]
+    token = SystemToken.objects.get()
+    assert (token.label, token.token_hash) == ("wiki sync", hash_token(raw))
+    assert raw.startswith("mnemo_sys_")
+    assert raw not in root.get(admin_url(token, "changelist")).text
+    assert raw not in root.get(admin_url(token, "change", token.pk)).text
+    written = call_tool(raw, "memory_write", {"path": "handbook.md", "content": "Be kind."})
+    assert written.status_code == 200, written.content
+    assert Document.objects.get(path="handbook.md").user is None
+
+
+def test_revoke_system_token_action(root, objects, call_tool):
+    token = objects["system_token"]
+
+    root.post(
+        admin_url(token, "changelist"),
+        {"action": "revoke_selected", "_selected_action": [token.pk]},
+    )
+
+    token.refresh_from_db()
+    assert token.revoked_at is not None
 
 
 def test_revoke_tokens_action(root, objects):

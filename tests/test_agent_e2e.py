@@ -1,6 +1,8 @@
 """An agent's session over real HTTP: register the tools, write memories, fetch the block."""
 
+import concurrent.futures
 import json
+import threading
 import urllib.error
 import urllib.request
 
@@ -86,3 +88,26 @@ def test_agent_writes_memories_and_reads_the_working_memory(live_server, alice_t
     assert 0 < block["tokens"] <= 500
     assert block["omitted"] == []
     assert len(block["included"]) == 9
+
+
+def test_twenty_agents_appending_to_the_daily_log_at_once_lose_no_line(
+    live_server, alice, alice_token
+):
+    agent = Agent(live_server.url, alice_token)
+    lines = [f"entry {number:02d}" for number in range(20)]
+    start = threading.Barrier(len(lines))
+
+    def append(line: str) -> tuple[int, dict]:
+        start.wait(timeout=30)
+        return agent.call("append_daily_memory", content=line)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(lines)) as pool:
+        results = list(pool.map(append, lines))
+
+    assert [status for status, _ in results] == [200] * len(lines)
+    (path,) = {body["path"] for _, body in results}
+    status, read = agent.call("memory_read", path=path)
+    assert status == 200
+    written = [line.split(" ", 2)[2] for line in read["content"].split("\n")]
+    assert sorted(written) == lines
+    assert len({body["version_id"] for _, body in results}) == len(lines)

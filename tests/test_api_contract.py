@@ -11,13 +11,26 @@ from django.contrib.staticfiles import finders
 from django.core.management import CommandError, call_command
 
 from activity.actors import Actor
+from context.services import document_write
 from memory.models import Memory
 from memory.services import memory_upsert
 from profiles.models import Agent
 
 pytestmark = pytest.mark.django_db
 
-TOOLS = ["create_memory", "delete_memory", "get_memory", "list_memories", "update_memory"]
+MEMORY_TOOLS = ["create_memory", "delete_memory", "get_memory", "list_memories", "update_memory"]
+WORKSPACE_TOOLS = [
+    "agent_memory_get",
+    "append_agent_memory",
+    "append_daily_memory",
+    "memory_append",
+    "memory_delete",
+    "memory_read",
+    "memory_tree",
+    "memory_write",
+]
+SEARCH_TOOLS = ["memory_search", "promote_memory", "search_memory"]
+TOOLS = sorted(MEMORY_TOOLS + WORKSPACE_TOOLS + SEARCH_TOOLS)
 
 
 def test_schema_validates_without_warnings(tmp_path):
@@ -75,6 +88,17 @@ CALLS = {
     "delete_memory": ({"key": "fact:seeded"}, {"key": ["fact:seeded"]}),
     "get_memory": ({"key": "fact:seeded"}, {}),
     "list_memories": ({"kind": "fact", "limit": 10}, {"limit": 0}),
+    "memory_read": ({"path": "notes/seeded.md"}, {"path": 7}),
+    "memory_write": ({"path": "notes/new.md", "content": "# New\n"}, {"path": "notes/new.md"}),
+    "memory_append": ({"path": "notes/seeded.md", "content": "more"}, {"content": "more"}),
+    "memory_tree": ({"path": "notes", "depth": 2}, {"depth": 0}),
+    "memory_delete": ({"path": "notes/seeded.md"}, {"path": ""}),
+    "append_daily_memory": ({"content": "Sent the report"}, {"content": ["a"]}),
+    "append_agent_memory": ({"content": "Prefers short answers"}, {}),
+    "agent_memory_get": ({}, {"path": "AGENT_MEMORY.md"}),
+    "search_memory": ({"query": "seed", "limit": 5, "kind": "fact"}, {"query": "seed", "limit": 0}),
+    "memory_search": ({"query": "seed", "path_prefix": "notes/"}, {"query": ""}),
+    "promote_memory": ({"key": "fact:seeded"}, {"key": "fact:seeded", "pinned": True}),
 }
 
 
@@ -112,6 +136,9 @@ def test_manifest_schema_and_endpoint_agree(
     valid, invalid = CALLS[name]
 
     memory_upsert(user=alice, key="fact:seeded", value="seed", actor=Actor.for_agent(alice_agent))
+    document_write(
+        user=alice, path="notes/seeded.md", content="seed", actor=Actor.for_agent(alice_agent)
+    )
     assert validator.is_valid(invalid) is False
     refused = call_tool(alice_token, name, invalid)
     assert refused.status_code == 400, refused.content

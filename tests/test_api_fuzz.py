@@ -48,6 +48,7 @@ from schemathesis.checks import (
 
 from activity.actors import Actor
 from config.wsgi import application
+from context.services import append_agent_memory, document_write
 from memory.services import memory_upsert
 
 SCHEMA_PATH = "/api/schema/"
@@ -65,6 +66,14 @@ SEEDED = {
     "timezone": "Europe/Berlin",
     "summary": "Runs growth experiments and writes the weekly report.",
     "tone_slack": "casual",
+}
+
+# Alice's documents before every generated request: the paths the schema's examples name.
+SEEDED_DOCUMENTS = {
+    "MEMORY.md": "- Prefers meetings after 10:00",
+    "notes/ideas.md": "# Ideas\n- a weekly digest",
+    "notes/old.md": "to be deleted",
+    "daily/2026-11-21.md": "- 09:30 Sent the weekly report",
 }
 
 CHECKS = [
@@ -135,11 +144,14 @@ def _keep_test_connection():
 
 @pytest.fixture
 def fuzz_as_alice(settings, alice, alice_agent, alice_token, _keep_test_connection):
-    """Alice's seeded memories, an unthrottled API, and her agent's Authorization header."""
+    """Alice's seeded memories and documents, an unthrottled API, her agent's auth header."""
     settings.MNEMO_API_RATE = "1000000/s"
     actor = Actor.for_agent(alice_agent)
     for key, value in SEEDED.items():
         memory_upsert(user=alice, key=key, value=value, actor=actor)
+    for path, content in SEEDED_DOCUMENTS.items():
+        document_write(user=alice, path=path, content=content, actor=actor)
+    append_agent_memory(agent=alice_agent, content="Ask before booking.", actor=actor)
     return {"Authorization": f"Bearer {alice_token}"}
 
 

@@ -38,6 +38,14 @@ def _wait_for(check, *, timeout: float, what: str):
     pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
+def _processes_using(data_dir: Path) -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if str(data_dir) in " ".join(p.info["cmdline"] or [])
+    ]
+
+
 def _get(opener, url: str) -> tuple[int, str]:
     try:
         with opener.open(url, timeout=5) as response:
@@ -147,13 +155,43 @@ def test_embedded_stack_serves_runs_tasks_stops_and_keeps_data(stack_env, tmp_pa
         timeout=30,
         what="PostgreSQL to stop",
     )
-    leftovers = [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if str(data_dir) in " ".join(p.info["cmdline"] or [])
-    ]
-    assert leftovers == []
+    _wait_for(lambda: not _processes_using(data_dir), timeout=10, what="no process left")
 
     assert not (ROOT / "control").exists()  # broker files stay in the data dir
     second_setup = _setup(stack_env)
     assert "Demo account 'demo' ready (0 memories added)." in second_setup
+
+
+def test_a_killed_last_process_still_leaves_no_server_behind(stack_env):
+    """SIGKILL runs no atexit handler, so the reaper started with the server stops it."""
+    data_dir = Path(stack_env["MNEMO_DATA_DIR"])
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-v",
+            "0",
+            "-c",
+            "print('attached', flush=True); input()",
+        ],
+        cwd=ROOT,
+        env=stack_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "attached\n"
+        postmaster_pid = data_dir / "postgres" / "postmaster.pid"
+        assert postmaster_pid.exists()
+        handles = json.loads((data_dir / "postgres" / ".handle_pids.json").read_text())
+        assert handles == [holder.pid]
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+    _wait_for(lambda: not postmaster_pid.exists(), timeout=30, what="PostgreSQL to stop")
+    _wait_for(lambda: not _processes_using(data_dir), timeout=10, what="no process left")
+    # The next start finds a cleanly stopped server and comes up as usual.
+    assert "Demo account 'demo' ready" in _setup(stack_env)

@@ -16,6 +16,7 @@ from context.services import (
     append_memory,
     document_append,
     document_delete,
+    document_latest_version_id,
     document_list,
     document_read,
     document_restore,
@@ -23,8 +24,9 @@ from context.services import (
     document_versions,
     document_write,
 )
-from lib.errors import InvalidInput, NotFound
+from lib.errors import Conflict, InvalidInput, MemoryPaused, NotFound
 from memory.services import memory_upsert
+from profiles.services import profile_update
 from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +45,81 @@ def versions_of(user, path, agent=None):
 
 
 # write / read / replace
+
+
+def test_write_with_a_stale_base_version_is_a_conflict_and_writes_nothing(alice):
+    document = document_write(user=alice, path="plan.md", content="v1", actor=as_user(alice))
+    opened = document_latest_version_id(document)
+    document_write(user=alice, path="plan.md", content="v2 by agent", actor=as_user(alice))
+
+    with pytest.raises(Conflict, match="changed since you opened it"):
+        document_write(
+            user=alice, path="plan.md", content="my edit", actor=as_user(alice), base_version=opened
+        )
+
+    assert document_read(user=alice, path="plan.md").body == "v2 by agent"
+    assert [body for _, body in versions_of(alice, "plan.md")] == ["v1", "v2 by agent"]
+
+
+def test_create_only_refuses_an_existing_document_and_writes_nothing(alice):
+    document_write(user=alice, path="plan.md", content="first", actor=as_user(alice))
+
+    with pytest.raises(Conflict, match=r"'plan\.md' already exists") as raised:
+        document_write(
+            user=alice, path="plan.md", content="second", actor=as_user(alice), create_only=True
+        )
+
+    assert raised.value.field == "path"
+    assert document_read(user=alice, path="plan.md").body == "first"
+    assert len(versions_of(alice, "plan.md")) == 1
+    created = document_write(
+        user=alice, path="new.md", content="x", actor=as_user(alice), create_only=True
+    )
+    assert created.body == "x"
+
+
+def test_write_with_the_current_base_version_saves(alice):
+    document = document_write(user=alice, path="plan.md", content="v1", actor=as_user(alice))
+    saved = document_write(
+        user=alice,
+        path="plan.md",
+        content="v2",
+        actor=as_user(alice),
+        base_version=document_latest_version_id(document),
+    )
+    assert saved.body == "v2"
+
+
+def test_write_with_a_base_version_after_the_document_was_deleted_is_a_conflict(alice):
+    document = document_write(user=alice, path="plan.md", content="v1", actor=as_user(alice))
+    opened = document_latest_version_id(document)
+    document_delete(user=alice, path="plan.md", actor=as_user(alice))
+
+    with pytest.raises(Conflict):
+        document_write(
+            user=alice, path="plan.md", content="edit", actor=as_user(alice), base_version=opened
+        )
+    assert not Document.objects.filter(user=alice, path="plan.md").exists()
+
+
+def test_paused_memory_refuses_agent_document_writes_but_not_the_users(alice, alice_agent):
+    document_write(user=alice, path="notes.md", content="mine", actor=as_user(alice))
+    profile_update(user=alice, memory_paused=True)
+    agent = Actor.for_agent(alice_agent)
+
+    for write in (
+        lambda: document_write(user=alice, path="notes.md", content="x", actor=agent),
+        lambda: document_append(user=alice, path="notes.md", content="x", actor=agent),
+        lambda: document_delete(user=alice, path="notes.md", actor=agent),
+        lambda: append_agent_memory(agent=alice_agent, content="x", actor=agent),
+    ):
+        with pytest.raises(MemoryPaused):
+            write()
+
+    assert document_read(user=alice, path="notes.md").body == "mine"
+    assert not Document.objects.filter(agent=alice_agent).exists()
+    document_append(user=alice, path="notes.md", content="still mine", actor=as_user(alice))
+    assert document_read(user=alice, path="notes.md").body == "mine\nstill mine"
 
 
 def test_write_creates_then_replaces(alice):
@@ -307,6 +384,19 @@ def test_tree_refuses_bad_depth_and_bad_path(alice):
     with pytest.raises(InvalidInput) as raised:
         document_tree(user=alice, path="../etc")
     assert raised.value.rule == "dot_segment"
+
+
+def test_tree_lists_a_file_and_a_folder_of_the_same_name(alice):
+    document_write(user=alice, path="a", content="file", actor=as_user(alice))
+    document_write(user=alice, path="a/b.md", content="inside", actor=as_user(alice))
+
+    entries = document_tree(user=alice, path="", depth=2)
+
+    assert [(entry.path, entry.kind) for entry in entries] == [
+        ("a", "file"),
+        ("a", "folder"),
+        ("a/b.md", "file"),
+    ]
 
 
 def test_tree_of_an_empty_scope(alice):

@@ -441,8 +441,8 @@ def test_unreadable_bodies_are_400(call_tool, alice_token, raw, code):
     assert error(response)["code"] == code
 
 
-def test_body_over_one_megabyte_is_413(call_tool, alice, alice_token):
-    big = json.dumps({"key": "fact:tea", "value": "x" * (1024 * 1024)})
+def test_body_over_four_megabytes_is_413(call_tool, alice, alice_token):
+    big = json.dumps({"key": "fact:tea", "value": "x" * (4 * 1024 * 1024)})
     response = call_tool(alice_token, "create_memory", raw=big)
     assert response.status_code == 413
     assert error(response)["code"] == "too_large"

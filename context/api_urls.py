@@ -1,0 +1,16 @@
+from django.urls import path
+
+from context import apis
+
+urlpatterns = [
+    path("tools/memory_read", apis.DocumentReadApi.as_view(), name="memory_read"),
+    path("tools/memory_write", apis.DocumentWriteApi.as_view(), name="memory_write"),
+    path("tools/memory_append", apis.DocumentAppendApi.as_view(), name="memory_append"),
+    path("tools/memory_tree", apis.DocumentTreeApi.as_view(), name="memory_tree"),
+    path("tools/memory_delete", apis.DocumentDeleteApi.as_view(), name="memory_delete"),
+    path("tools/append_daily_memory", apis.DailyAppendApi.as_view(), name="append_daily_memory"),
+    path(
+        "tools/append_agent_memory", apis.AgentMemoryAppendApi.as_view(), name="append_agent_memory"
+    ),
+    path("tools/agent_memory_get", apis.AgentMemoryGetApi.as_view(), name="agent_memory_get"),
+]

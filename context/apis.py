@@ -1,0 +1,377 @@
+"""The agent API for documents: the workspace tools, for agent tokens and system tokens.
+
+Which scope a path names is context/workspace.py's rule; the views only validate,
+call it, and answer in the API's shapes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.core.validators import ProhibitNullCharactersValidator
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+
+from context import services
+from context.paths import MAX_PATH_LENGTH
+from context.workspace import (
+    Caller,
+    workspace_append,
+    workspace_append_daily,
+    workspace_delete,
+    workspace_read,
+    workspace_tree,
+    workspace_write,
+)
+from lib.api import TextField, ToolInput, WholeNumberField, error_response, error_responses
+from lib.tool_api import ToolApi
+from profiles.models import SystemToken
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
+
+    from context.models import Document
+
+TOOL_TAG = "workspace tools"
+MAX_TREE_DEPTH = 10
+SCOPES = ["user", "agent", "global"]
+PATH_HELP = (
+    "A relative path such as notes/ideas.md or daily/2026-11-21.md: no leading '/', no '.' "
+    "or '..' segments, no '//', backslashes or control characters, at most "
+    f"{MAX_PATH_LENGTH} characters. AGENT_MEMORY.md is always your own private notes."
+)
+SCOPE_HELP = (
+    "user: the user's documents; agent: private to the calling agent; global: the "
+    "company's documents (read-only for agent tokens)."
+)
+DOCUMENT_ERRORS = {
+    403: error_response(
+        "A company (global) document, which agent tokens may read but not change; or a tool "
+        "that needs an agent token called with a system token.",
+        "forbidden",
+        "'handbook.md' is a company document: agents can read it but not change it.",
+        "path",
+    ),
+    404: error_response("No document at that path.", "not_found", "No document at 'x.md'.", "path"),
+}
+
+
+def document_errors(*codes: int) -> dict[int, Any]:
+    """The shared error responses, with the document-specific 403 and 404."""
+    return {code: DOCUMENT_ERRORS.get(code) or error_responses(code)[code] for code in codes}
+
+
+@extend_schema_field(
+    {"type": "string", "minLength": 1, "maxLength": MAX_PATH_LENGTH, "description": PATH_HELP}
+)
+class PathField(TextField):
+    """Checked by context.paths, so a bad path is a 400 that names the rule it broke."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+        _leave_nul_to_the_service(self)
+
+
+def _content_field(help_text: str, **kwargs: Any) -> TextField:
+    field = TextField(trim_whitespace=False, help_text=help_text, **kwargs)
+    _leave_nul_to_the_service(field)
+    return field
+
+
+def _leave_nul_to_the_service(field: TextField) -> None:
+    """DRF's own NUL check would answer before the service names the rule."""
+    field.validators = [
+        validator
+        for validator in field.validators
+        if not isinstance(validator, ProhibitNullCharactersValidator)
+    ]
+
+
+class PathInput(ToolInput):
+    path = PathField()
+
+
+class WriteInput(ToolInput):
+    path = PathField()
+    content = _content_field(
+        f"The whole new body, UTF-8 text up to {services.MAX_BODY_BYTES} bytes (1 MB).",
+        allow_blank=True,
+    )
+
+
+class AppendInput(ToolInput):
+    path = PathField()
+    content = _content_field("Text to add on a new line at the end; the file is created if new.")
+
+
+class TreeInput(ToolInput):
+    path = PathField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The folder to list; empty or absent for the top level.",
+    )
+    depth = WholeNumberField(
+        required=False,
+        min_value=1,
+        max_value=MAX_TREE_DEPTH,
+        default=1,
+        help_text=f"How many levels to list, 1–{MAX_TREE_DEPTH} (default 1).",
+    )
+
+
+class ContentInput(ToolInput):
+    content = _content_field("One line of text to add.")
+
+
+class NoInput(ToolInput):
+    pass
+
+
+class DocumentSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    scope = serializers.ChoiceField(choices=SCOPES, help_text=SCOPE_HELP)
+    content = serializers.CharField(source="body")
+    updated_at = serializers.DateTimeField()
+
+
+class WrittenSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    scope = serializers.ChoiceField(choices=SCOPES, help_text=SCOPE_HELP)
+    size = serializers.IntegerField(help_text="Characters in the document now.")
+    version_id = serializers.IntegerField(help_text="This change's version; the user can undo it.")
+    updated_at = serializers.DateTimeField()
+
+
+class TreeEntrySerializer(serializers.Serializer):
+    path = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["folder", "file"])
+    scope = serializers.ChoiceField(choices=SCOPES, help_text=SCOPE_HELP)
+    size = serializers.IntegerField(allow_null=True, help_text="Characters; null for folders.")
+    updated_at = serializers.DateTimeField(allow_null=True)
+
+
+class TreeSerializer(serializers.Serializer):
+    path = serializers.CharField(allow_blank=True)
+    depth = serializers.IntegerField()
+    entries = TreeEntrySerializer(many=True)
+
+
+class DeletedSerializer(serializers.Serializer):
+    deleted = serializers.BooleanField()
+    path = serializers.CharField()
+    version_id = serializers.IntegerField(
+        help_text="The version that keeps the deleted content; the user can restore it."
+    )
+
+
+class AgentMemorySerializer(serializers.Serializer):
+    path = serializers.CharField()
+    exists = serializers.BooleanField(help_text="false until the agent first appends.")
+    content = serializers.CharField(allow_blank=True)
+    updated_at = serializers.DateTimeField(allow_null=True)
+
+
+# An empty serializer would leave the operation without a request body in the schema.
+NO_ARGUMENTS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+WRITTEN_EXAMPLE = {
+    "path": "notes/ideas.md",
+    "scope": "user",
+    "size": 42,
+    "version_id": 17,
+    "updated_at": "2026-11-21T09:30:00Z",
+}
+
+
+class WorkspaceToolApi(ToolApi):
+    """A document tool: agent tokens work in their user's scope, system tokens in global."""
+
+    permission_classes = [IsAuthenticated]
+
+    def caller(self) -> Caller:
+        if isinstance(self.request.auth, SystemToken):
+            return Caller.system()
+        return Caller.for_agent(self.request.auth.agent)
+
+
+def _written(document: Document, version_id: int) -> dict[str, Any]:
+    body = {
+        "path": document.path,
+        "scope": document.scope,
+        "size": len(document.body),
+        "version_id": version_id,
+        "updated_at": document.updated_at,
+    }
+    return WrittenSerializer(body).data
+
+
+class DocumentReadApi(WorkspaceToolApi):
+    @extend_schema(
+        operation_id="memory_read",
+        tags=[TOOL_TAG],
+        summary="Read a document",
+        description="The whole document at path. Your user's own document comes first; "
+        "where they have none, a readable company document at that path is returned "
+        "(scope says which).",
+        request=PathInput,
+        responses={200: DocumentSerializer, **document_errors(400, 401, 404, 413, 429)},
+        examples=[OpenApiExample("Read notes", value={"path": "MEMORY.md"}, request_only=True)],
+    )
+    def post(self, request: Request) -> Response:
+        path = self.validated(PathInput)["path"]
+        return Response(DocumentSerializer(workspace_read(caller=self.caller(), path=path)).data)
+
+
+class DocumentWriteApi(WorkspaceToolApi):
+    @extend_schema(
+        operation_id="memory_write",
+        tags=[TOOL_TAG],
+        summary="Create or replace a document",
+        description="Write the whole body of the document at path, creating it if new. "
+        "The previous body stays in the document's history, so the user can undo it.",
+        request=WriteInput,
+        responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
+        examples=[
+            OpenApiExample(
+                "Write notes",
+                value={"path": "notes/ideas.md", "content": "# Ideas\n- a weekly digest\n"},
+                request_only=True,
+            ),
+            OpenApiExample("Written", value=WRITTEN_EXAMPLE, response_only=True),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.validated(WriteInput)
+        return Response(_written(*workspace_write(caller=self.caller(), **data)))
+
+
+class DocumentAppendApi(WorkspaceToolApi):
+    @extend_schema(
+        operation_id="memory_append",
+        tags=[TOOL_TAG],
+        summary="Add to the end of a document",
+        description="Add content on a new line at the end of the document, creating it if "
+        "new. Safe when several agents append at once: no line is lost.",
+        request=AppendInput,
+        responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
+        examples=[
+            OpenApiExample(
+                "Append",
+                value={"path": "MEMORY.md", "content": "- Prefers meetings after 10:00"},
+                request_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.validated(AppendInput)
+        return Response(_written(*workspace_append(caller=self.caller(), **data)))
+
+
+class DocumentTreeApi(WorkspaceToolApi):
+    @extend_schema(
+        operation_id="memory_tree",
+        tags=[TOOL_TAG],
+        summary="List folders and documents",
+        description="What is under path (default: the top level) down to depth levels "
+        "(default 1), like `ls`. Folders exist while documents live in them.",
+        request=TreeInput,
+        responses={200: TreeSerializer, **document_errors(400, 401, 404, 413, 429)},
+        examples=[
+            OpenApiExample("Top level", value={}, request_only=True),
+            OpenApiExample("A folder", value={"path": "daily", "depth": 1}, request_only=True),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.validated(TreeInput)
+        entries = workspace_tree(caller=self.caller(), path=data["path"], depth=data["depth"])
+        body = {"path": data["path"].rstrip("/"), "depth": data["depth"], "entries": entries}
+        return Response(TreeSerializer(body).data)
+
+
+class DocumentDeleteApi(WorkspaceToolApi):
+    @extend_schema(
+        operation_id="memory_delete",
+        tags=[TOOL_TAG],
+        summary="Delete a document",
+        description="Delete the document at path; 404 if there is none. Its content stays "
+        "in its history, so the user can restore it.",
+        request=PathInput,
+        responses={200: DeletedSerializer, **document_errors(400, 401, 403, 404, 409, 413, 429)},
+        examples=[
+            OpenApiExample("Delete", value={"path": "notes/old.md"}, request_only=True),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        path = self.validated(PathInput)["path"]
+        version = workspace_delete(caller=self.caller(), path=path)
+        body = {"deleted": True, "path": version.path, "version_id": version.pk}
+        return Response(DeletedSerializer(body).data)
+
+
+class DailyAppendApi(WorkspaceToolApi):
+    @extend_schema(
+        operation_id="append_daily_memory",
+        tags=[TOOL_TAG],
+        summary="Add a line to today's daily log",
+        description="Adds '- HH:MM content' to daily/YYYY-MM-DD.md, the date and time in the "
+        "user's timezone (UTC when unset, and for system tokens).",
+        request=ContentInput,
+        responses={200: WrittenSerializer, **document_errors(400, 401, 409, 413, 429)},
+        examples=[
+            OpenApiExample("Log", value={"content": "Sent the weekly report"}, request_only=True),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        content = self.validated(ContentInput)["content"]
+        return Response(_written(*workspace_append_daily(caller=self.caller(), content=content)))
+
+
+class AgentMemoryAppendApi(ToolApi):
+    @extend_schema(
+        operation_id="append_agent_memory",
+        tags=[TOOL_TAG],
+        summary="Add to your private notes about this user",
+        description="Adds a line to AGENT_MEMORY.md, your own notes on working with this "
+        "user. Other agents cannot read them; the user can. Needs an agent token.",
+        request=ContentInput,
+        responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
+        examples=[
+            OpenApiExample(
+                "Note",
+                value={"content": "Ask before booking anything over 100 EUR."},
+                request_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        content = self.validated(ContentInput)["content"]
+        agent = request.auth.agent
+        document = services.append_agent_memory(agent=agent, content=content, actor=self.actor())
+        return Response(_written(document, services.document_latest_version_id(document)))
+
+
+class AgentMemoryGetApi(ToolApi):
+    @extend_schema(
+        operation_id="agent_memory_get",
+        tags=[TOOL_TAG],
+        summary="Read your private notes about this user",
+        description="Your AGENT_MEMORY.md; exists is false and content empty until you "
+        "first append. Needs an agent token.",
+        request={"application/json": NO_ARGUMENTS},
+        responses={200: AgentMemorySerializer, **document_errors(400, 401, 403, 413, 429)},
+        examples=[OpenApiExample("Read", value={}, request_only=True)],
+    )
+    def post(self, request: Request) -> Response:
+        self.validated(NoInput)
+        document = services.agent_memory_get(agent=request.auth.agent)
+        body = {
+            "path": services.AGENT_MEMORY_PATH,
+            "exists": document is not None,
+            "content": document.body if document else "",
+            "updated_at": document.updated_at if document else None,
+        }
+        return Response(AgentMemorySerializer(body).data)

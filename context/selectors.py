@@ -1,0 +1,156 @@
+"""Reads for the Documents pages: the scopes a user may see, and lookups that return None
+for anything outside them, so a view can 404 without telling whose it was.
+
+A scope is named in URLs by a key: "mine" (the user's own documents), "agents/<name>"
+(private to one of the user's agents) or "company" (the global scope, read-only, and only
+while MNEMO_GLOBAL_READABLE is on). Writes stay in context/services.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from context.models import Document, DocumentVersion
+from context.paths import InvalidPath, normalize_path
+from context.services import DAILY_FOLDER, user_timezone
+from profiles.models import Agent
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+    from django.db.models import QuerySet
+
+MINE = "mine"
+COMPANY = "company"
+AGENT_PREFIX = "agents/"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where documents live, as the pages show it."""
+
+    key: str  # the URL segment: "mine", "agents/<name>" or "company"
+    label: str
+    user: AbstractBaseUser | None
+    agent: Agent | None
+    writable: bool
+
+    @property
+    def kind(self) -> str:
+        """ "user", "agent" or "global", as Document.scope."""
+        if self.user is None:
+            return "global"
+        return "user" if self.agent is None else "agent"
+
+
+def scope_mine(*, user: AbstractBaseUser) -> Scope:
+    return Scope(key=MINE, label="Your documents", user=user, agent=None, writable=True)
+
+
+def scope_of_agent(*, agent: Agent) -> Scope:
+    return Scope(
+        key=f"{AGENT_PREFIX}{agent.name}",
+        label=f"Notes of agent {agent.name}",
+        user=agent.user,
+        agent=agent,
+        writable=True,
+    )
+
+
+def scope_company() -> Scope:
+    return Scope(key=COMPANY, label="Company (read-only)", user=None, agent=None, writable=False)
+
+
+def global_documents_readable() -> bool:
+    return bool(settings.MNEMO_GLOBAL_READABLE)
+
+
+def scope_get(*, user: AbstractBaseUser, key: str) -> Scope | None:
+    """The scope a URL key names for this user; None for another user's agent, an unknown
+    agent, or the company scope while it is not readable."""
+    if key == MINE:
+        return scope_mine(user=user)
+    if key == COMPANY:
+        return scope_company() if global_documents_readable() else None
+    if key.startswith(AGENT_PREFIX):
+        agent = Agent.objects.filter(user=user, name=key.removeprefix(AGENT_PREFIX)).first()
+        return scope_of_agent(agent=agent) if agent is not None else None
+    return None
+
+
+def scope_of_row(*, user: AbstractBaseUser, row: Document | DocumentVersion) -> Scope:
+    """The scope of a document or version the user may already see."""
+    if row.user_id is None:
+        return scope_company()
+    if row.agent_id is None:
+        return scope_mine(user=user)
+    return scope_of_agent(agent=row.agent)
+
+
+def document_scopes(*, user: AbstractBaseUser) -> list[Scope]:
+    """What the tree shows: the user's own documents, one scope per agent that has private
+    notes, and the company scope when readable."""
+    agents = Agent.objects.filter(user=user, private_documents__isnull=False).distinct()
+    scopes = [scope_mine(user=user), *(scope_of_agent(agent=a) for a in agents.order_by("name"))]
+    if global_documents_readable():
+        scopes.append(scope_company())
+    return scopes
+
+
+def writable_scopes(*, user: AbstractBaseUser) -> list[Scope]:
+    """Where a user may create documents: their own scope and each of their agents'."""
+    agents = Agent.objects.filter(user=user).order_by("name")
+    return [scope_mine(user=user), *(scope_of_agent(agent=agent) for agent in agents)]
+
+
+def documents_exist(*, user: AbstractBaseUser) -> bool:
+    """Whether the user sees any document at all (their own, their agents', the company's)."""
+    visible = Q(user=user)
+    if global_documents_readable():
+        visible |= Q(user__isnull=True, agent__isnull=True)
+    return Document.objects.filter(visible).exists()
+
+
+def document_get(*, scope: Scope, path: str) -> Document | None:
+    try:
+        path = normalize_path(path)
+    except InvalidPath:
+        return None
+    return Document.objects.filter(user=scope.user, agent=scope.agent, path=path).first()
+
+
+def document_has_history(*, scope: Scope, path: str) -> bool:
+    """Whether the path ever held a document in this scope (it may be deleted now)."""
+    try:
+        path = normalize_path(path)
+    except InvalidPath:
+        return False
+    return DocumentVersion.objects.filter(user=scope.user, agent=scope.agent, path=path).exists()
+
+
+def version_get(*, user: AbstractBaseUser, version_id: int) -> DocumentVersion | None:
+    """One version of the user's documents (own or their agents'), or of the company's
+    while those are readable."""
+    visible = Q(user=user)
+    if global_documents_readable():
+        visible |= Q(user__isnull=True, agent__isnull=True)
+    return (
+        DocumentVersion.objects.select_related("agent", "actor_user", "actor_agent")
+        .filter(visible, pk=version_id)
+        .first()
+    )
+
+
+def versions_with_actors(versions: QuerySet[DocumentVersion]) -> QuerySet[DocumentVersion]:
+    return versions.select_related("actor_user", "actor_agent")
+
+
+def daily_log_path(*, user: AbstractBaseUser, now: datetime.datetime | None = None) -> str:
+    """daily/YYYY-MM-DD.md for today in the user's timezone, as append_daily_memory writes."""
+    local = (now or timezone.now()).astimezone(user_timezone(user))
+    return f"{DAILY_FOLDER}/{local:%Y-%m-%d}.md"

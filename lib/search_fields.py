@@ -1,0 +1,31 @@
+"""Columns every searchable row carries: its vector and what made it."""
+
+from django.db import models
+from pgvector.django import VectorField
+
+
+class WithoutSearchColumnsManager(models.Manager):
+    """Rows without their vector and tsvector: pages and the API never need them, and
+    parsing hundreds of vectors would slow every list (search/services.py asks for them)."""
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().defer("embedding", "search_vector")
+
+
+class EmbeddingFields(models.Model):
+    # No fixed dimension: vectors are compared only with vectors of the same model
+    # (embedding_model), and the vector side scans one user's rows exactly (search/services.py).
+    embedding = VectorField(null=True, blank=True, editable=False)
+    embedding_model = models.CharField(max_length=120, blank=True, editable=False)
+    embedded_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="SHA-256 of the text the vector was made from; a rewrite of the same text "
+        "skips the work.",
+    )
+
+    objects = WithoutSearchColumnsManager()
+
+    class Meta:
+        abstract = True

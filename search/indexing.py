@@ -1,0 +1,142 @@
+"""Keeping the search index in step with writes: chunks at once, vectors after commit.
+
+The write services call `rechunk_document` / `schedule_memory_embedding` inside their
+transaction. Chunk rows (and their full-text vectors, a generated column) change in that
+same transaction, so keyword search sees a write as soon as it commits. Vectors come from
+a Celery task enqueued on commit; `embed_memories` / `embed_chunks` do that work, skip rows
+whose text and model have not changed (a content hash), and are what the tasks,
+`manage.py backfill_embeddings` and `manage.py reindex` all call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+
+from context.models import Document, DocumentChunk
+from memory.models import Memory
+from search.chunking import split_into_chunks
+
+if TYPE_CHECKING:
+    from search.embeddings import Embedder
+
+EMBED_BATCH = 64
+logger = logging.getLogger(__name__)
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def rechunk_document(document: Document) -> None:
+    """Make the document's chunk rows match its body; unchanged chunks keep their vectors."""
+    texts = split_into_chunks(document.body)
+    existing = {chunk.ordinal: chunk for chunk in document.chunks.all()}
+    changed = []
+    for ordinal, text in enumerate(texts):
+        chunk = existing.get(ordinal)
+        if chunk is None:
+            changed.append(
+                DocumentChunk(
+                    document=document,
+                    user_id=document.user_id,
+                    agent_id=document.agent_id,
+                    ordinal=ordinal,
+                    text=text,
+                )
+            )
+        elif chunk.text != text:
+            chunk.text, chunk.embedding, chunk.embedding_model, chunk.embedded_hash = (
+                text,
+                None,
+                "",
+                "",
+            )
+            chunk.save(update_fields=["text", "embedding", "embedding_model", "embedded_hash"])
+    DocumentChunk.objects.bulk_create([chunk for chunk in changed if chunk.pk is None])
+    document.chunks.filter(ordinal__gte=len(texts)).delete()
+    if texts:
+        _enqueue_on_commit("embed_document", document.pk)
+
+
+def schedule_memory_embedding(memory: Memory) -> None:
+    _enqueue_on_commit("embed_memory", memory.pk)
+
+
+def _enqueue_on_commit(task_name: str, pk: int) -> None:
+    from search import tasks
+
+    task = getattr(tasks, task_name)
+
+    def enqueue() -> None:
+        # The write has committed; a broker that is down must not turn it into an error.
+        # The row is found by keywords meanwhile, and backfill_embeddings embeds it later.
+        try:
+            task.delay(pk)
+        except Exception as error:
+            logger.warning(
+                "Could not enqueue %s(%s): %r; run backfill_embeddings", task_name, pk, error
+            )
+
+    transaction.on_commit(enqueue)
+
+
+def memories_needing_vectors(model: str) -> QuerySet[Memory]:
+    """Rows with no vector for this model; rows whose text changed since are caught on embed."""
+    return Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
+
+
+def chunks_needing_vectors(model: str) -> QuerySet[DocumentChunk]:
+    return DocumentChunk.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
+
+
+def embed_memories(rows: QuerySet[Memory], embedder: Embedder) -> int:
+    """Embed each row's value unless it already has a vector of it by this model.
+
+    The vector is stored only if the value is still the one embedded, so a slow task
+    never overwrites a newer value's vector with an older one. Returns rows embedded.
+    """
+    return _embed(Memory, rows, embedder, text_of=lambda memory: memory.value, field="value")
+
+
+def embed_chunks(rows: QuerySet[DocumentChunk], embedder: Embedder) -> int:
+    return _embed(DocumentChunk, rows, embedder, text_of=lambda chunk: chunk.text, field="text")
+
+
+def _embed(model_class, rows: QuerySet, embedder: Embedder, *, text_of, field: str) -> int:
+    done = 0
+    rows = rows.annotate(
+        has_vector=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField())
+    )
+    for batch in _batches(rows.iterator(chunk_size=EMBED_BATCH * 4), EMBED_BATCH):
+        todo = [row for row in batch if not _is_current(row, text_of(row), embedder.model)]
+        if not todo:
+            continue
+        vectors = embedder.embed([text_of(row) for row in todo])
+        with transaction.atomic():
+            for row, vector in zip(todo, vectors, strict=True):
+                text = text_of(row)
+                done += model_class.objects.filter(pk=row.pk, **{field: text}).update(
+                    embedding=vector, embedding_model=embedder.model, embedded_hash=text_hash(text)
+                )
+    return done
+
+
+def _is_current(row: Memory | DocumentChunk, text: str, model: str) -> bool:
+    return row.has_vector and row.embedding_model == model and row.embedded_hash == text_hash(text)
+
+
+def _batches(rows: Iterable, size: int) -> Iterator[list]:
+    batch = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

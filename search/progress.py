@@ -1,0 +1,67 @@
+"""The batch loop behind backfill_embeddings and reindex, with a progress bar on a terminal."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+from django.core.management.base import OutputWrapper
+
+from search.indexing import (
+    EMBED_BATCH,
+    chunks_needing_vectors,
+    embed_chunks,
+    embed_memories,
+    memories_needing_vectors,
+)
+
+if TYPE_CHECKING:
+    from search.embeddings import Embedder
+
+BAR_WIDTH = 30
+
+
+def embed_outdated(embedder: Embedder, *, out: TextIO | None = None) -> dict[str, int]:
+    """Embed, batch by batch in id order, every row without a current vector.
+
+    Each batch commits on its own, so an interruption loses at most one batch and the
+    next run starts with what is still outdated.
+    """
+    done = {}
+    for name, pending, embed in (
+        ("memories", memories_needing_vectors, embed_memories),
+        ("chunks", chunks_needing_vectors, embed_chunks),
+    ):
+        total = pending(embedder.model).count()
+        done[name] = 0
+        last_id = 0
+        _show(out, name, 0, total)
+        try:
+            while True:
+                batch = pending(embedder.model).filter(pk__gt=last_id).order_by("pk")
+                ids = list(batch.values_list("pk", flat=True)[:EMBED_BATCH])
+                if not ids:
+                    break
+                last_id = ids[-1]
+                done[name] += embed(pending(embedder.model).filter(pk__in=ids), embedder)
+                _show(out, name, min(done[name], total), total)
+        finally:  # end the bar's line, also when a batch fails
+            if out is not None and total:
+                _write(out, "\n")
+    return done
+
+
+def _show(out: TextIO | None, name: str, done: int, total: int) -> None:
+    if out is None or not total:
+        return
+    filled = BAR_WIDTH * done // total
+    _write(out, f"\r{name:>8} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total}")
+    out.flush()
+
+
+def _write(out: TextIO, text: str) -> None:
+    if isinstance(out, OutputWrapper):
+        # A command's self.stderr would end each write with a newline (no bar, a line per
+        # batch) and colour it as an error on a terminal.
+        out.write(text, style_func=lambda plain: plain, ending="")
+    else:
+        out.write(text)

@@ -1,0 +1,307 @@
+"""Hybrid search over one user's memories and documents.
+
+Two sides, each taking its top MNEMO_SEARCH_CANDIDATES rows, fused by Reciprocal Rank
+Fusion, score = Σ 1/(k + rank):
+
+- Keyword: full-text search, matching ANY of the query's words. plainto_tsquery and
+  websearch_to_tsquery AND every word, and a question asked in the user's own words
+  rarely shares all of its words with a short fact, so the query's lexemes are OR-ed
+  (AnyWordQuery) and ranked by ts_rank_cd: rows matching more words rank higher.
+- Vector: cosine distance to the query's embedding, among rows embedded by the current
+  model only (a model change never compares vectors of two models).
+
+  The vector side is an exact scan of the user's rows, found through the btree index
+  on (user, embedding_model); there is no HNSW index. With an approximate index, the
+  `WHERE user_id = …` filter is applied after the index returns its candidates, so a
+  user owning 1 row in 100 gets about 1 result of 10 (measured on pgvector 0.8 at
+  100 users x 1k rows: recall 0.15 by default; 0.95 with hnsw.iterative_scan =
+  relaxed_order, 2.8/5.5 ms p50/p95), while the exact scan of one user's ~1k rows was
+  exact at 2.4/4.6 ms. Exact is both right and as fast at the sizes one person's
+  memory reaches; `make bench` (bench/search.py) measures it.
+
+Memory hits are then ranked by freshness and use (the agent-memory design):
+score = fused * 1/(1 + decay*age_days) * (1 + boost*access_count), and the returned rows'
+access_count / last_accessed_at go up in one statement. Every search is logged with its
+latency (SearchLog) for the user's stats.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchQuery
+from django.db.models import Avg, Count, F, Func, Q, QuerySet, TextField, Value
+from django.utils import timezone
+from pgvector.django import CosineDistance
+
+from context.models import DocumentChunk
+from context.workspace import IDENTITY_FILES
+from lib.errors import InvalidInput
+from memory.models import Memory
+from memory.selectors import memory_list
+from search.embeddings import EmbeddingError, get_embedder
+from search.models import SearchLog, SearchTool
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+    from profiles.models import Agent
+
+logger = logging.getLogger(__name__)
+
+MAX_QUERY_LENGTH = 1000
+MAX_LIMIT = 50
+# Private-use characters mark highlighted words in snippets; callers turn them into
+# **bold** (API) or <mark> (pages) after escaping.
+HIGHLIGHT_START = "\ue000"
+HIGHLIGHT_END = "\ue001"
+
+
+class AnyWordQuery(SearchQuery):
+    """A tsquery matching any lexeme of the text: 'english' stems, drops stop words, ORs."""
+
+    template = "replace(strip(to_tsvector(%(expressions)s))::text, ' ', ' | ')::tsquery"
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where a row came on each side (None: not among that side's candidates)."""
+
+    keyword_rank: int | None
+    vector_rank: int | None
+    fused: float
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    memory: Memory
+    score: float
+    ranks: Ranks
+    decay: float  # 1/(1 + decay*age_days)
+    use_boost: float  # 1 + boost*access_count
+
+
+@dataclass(frozen=True)
+class DocumentHit:
+    chunk: DocumentChunk
+    path: str
+    scope: str
+    snippet: str  # with HIGHLIGHT_START/END around matched words
+    score: float
+    ranks: Ranks
+    decay: float
+
+
+def search_memory(
+    *,
+    user: AbstractBaseUser,
+    query: str,
+    limit: int = 10,
+    kind: str | None = None,
+    tags: list[str] | None = None,
+    tool: str = SearchTool.SEARCH_MEMORY,
+) -> list[MemoryHit]:
+    """The user's memories best matching the query; the hits count as a use."""
+    started = time.perf_counter()
+    query, limit = _check(query, limit)
+    rows = memory_list(user=user, kind=kind)
+    if tags:
+        rows = rows.filter(tags__contains=[tag.lower() for tag in tags])
+    fused = _fuse(rows, query, text_column="value")
+    memories = Memory.objects.in_bulk(list(fused))
+    now = timezone.now()
+    hits = []
+    for pk, ranks in fused.items():
+        memory = memories[pk]
+        decay = _decay(now - memory.updated_at)
+        use_boost = 1 + settings.MNEMO_SEARCH_ACCESS_BOOST * memory.access_count
+        hits.append(MemoryHit(memory, ranks.fused * decay * use_boost, ranks, decay, use_boost))
+    hits.sort(key=lambda hit: (-hit.score, hit.memory.key))
+    hits = hits[:limit]
+    _record_access([hit.memory for hit in hits], now)
+    _log(user, tool, len(hits), started)
+    return hits
+
+
+def search_documents(
+    *,
+    user: AbstractBaseUser | None,
+    query: str,
+    limit: int = 10,
+    path_prefix: str = "",
+    agent: Agent | None = None,
+    all_agents: bool = False,
+    include_global: bool = False,
+    tool: str = SearchTool.MEMORY_SEARCH,
+) -> list[DocumentHit]:
+    """The best chunk of each best-matching document in the scopes searched.
+
+    user=None searches the global scope only. Otherwise the user's own documents, plus
+    `agent`'s private notes (or every agent's, with all_agents: the user's own view),
+    plus global documents when include_global.
+    """
+    started = time.perf_counter()
+    query, limit = _check(query, limit)
+    chunks = DocumentChunk.objects.filter(_document_scope(user, agent, all_agents, include_global))
+    if path_prefix:
+        chunks = chunks.filter(document__path__startswith=path_prefix)
+    fused = _fuse(chunks, query, text_column="text")
+    rows = (
+        DocumentChunk.objects.filter(pk__in=list(fused))
+        .select_related("document")
+        .annotate(snippet=_headline(query))
+    )
+    now = timezone.now()
+    best: dict[int, DocumentHit] = {}
+    for chunk in rows:
+        ranks = fused[chunk.pk]
+        decay = _decay(now - chunk.document.updated_at)
+        hit = DocumentHit(
+            chunk=chunk,
+            path=chunk.document.path,
+            scope=chunk.document.scope,
+            snippet=chunk.snippet,
+            score=ranks.fused * decay,
+            ranks=ranks,
+            decay=decay,
+        )
+        current = best.get(chunk.document_id)
+        if current is None or hit.score > current.score:
+            best[chunk.document_id] = hit
+    hits = sorted(best.values(), key=lambda hit: (-hit.score, hit.path))[:limit]
+    if user is not None:
+        _log(user, tool, len(hits), started)
+    return hits
+
+
+def search_stats(*, user: AbstractBaseUser) -> dict[str, float | int]:
+    """How many searches the user's agents and pages ran, and their average latency."""
+    stats = SearchLog.objects.filter(user=user).aggregate(
+        queries=Count("id"), average_ms=Avg("latency_ms")
+    )
+    return {"queries": stats["queries"], "average_ms": stats["average_ms"] or 0.0}
+
+
+# --- the two sides and their fusion ------------------------------------------------------
+
+
+def _fuse(rows: QuerySet, query: str, *, text_column: str) -> dict[int, Ranks]:
+    """Row id → ranks, for every row in either side's top candidates, best fused first."""
+    candidates = settings.MNEMO_SEARCH_CANDIDATES
+    keyword_ids = _keyword_side(rows, query, candidates)
+    vector_ids = _vector_side(rows, query, candidates)
+    k = settings.MNEMO_SEARCH_RRF_K
+    keyword_rank = {pk: rank for rank, pk in enumerate(keyword_ids, start=1)}
+    vector_rank = {pk: rank for rank, pk in enumerate(vector_ids, start=1)}
+    fused = {}
+    for pk in dict.fromkeys([*keyword_ids, *vector_ids]):
+        ranks = (keyword_rank.get(pk), vector_rank.get(pk))
+        score = sum(1 / (k + rank) for rank in ranks if rank is not None)
+        fused[pk] = Ranks(keyword_rank=ranks[0], vector_rank=ranks[1], fused=score)
+    return dict(sorted(fused.items(), key=lambda item: -item[1].fused))
+
+
+def _keyword_side(rows: QuerySet, query: str, candidates: int) -> list[int]:
+    words = AnyWordQuery(query, config="english")
+    ranked = (
+        rows.filter(search_vector=words)
+        .annotate(rank=Func(F("search_vector"), words, function="ts_rank_cd"))
+        .order_by("-rank", "pk")
+        .values_list("pk", flat=True)
+    )
+    return list(ranked[:candidates])
+
+
+def _vector_side(rows: QuerySet, query: str, candidates: int) -> list[int]:
+    try:
+        embedder = get_embedder()
+        (vector,) = embedder.embed([query])
+    except EmbeddingError as error:
+        # Keyword results still come back; the vector side returns when the provider does.
+        logger.warning("Search without vectors: %s", error)
+        return []
+    nearest = (
+        rows.filter(embedding_model=embedder.model, embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("distance", "pk")
+        .values_list("pk", flat=True)
+    )
+    return list(nearest[:candidates])
+
+
+def _document_scope(
+    user: AbstractBaseUser | None, agent: Agent | None, all_agents: bool, include_global: bool
+) -> Q:
+    if user is None:
+        return Q(user__isnull=True, agent__isnull=True)
+    scope = Q(user=user, agent__isnull=True)
+    if all_agents:
+        scope |= Q(user=user, agent__isnull=False)
+    elif agent is not None:
+        scope |= Q(user=user, agent=agent)
+    if include_global:
+        # Identity files are read from the user's own scope only (DESIGN.md).
+        scope |= Q(user__isnull=True, agent__isnull=True) & ~Q(document__path__in=IDENTITY_FILES)
+    return scope
+
+
+def _headline(query: str) -> Func:
+    options = (
+        f"StartSel={HIGHLIGHT_START}, StopSel={HIGHLIGHT_END}, "
+        'MaxWords=40, MinWords=15, MaxFragments=2, FragmentDelimiter=" … "'
+    )
+    clean_text = Func(
+        F("text"),
+        Value(HIGHLIGHT_START + HIGHLIGHT_END),
+        Value(""),
+        function="translate",
+        output_field=TextField(),
+    )
+    return Func(
+        Value("english"),
+        clean_text,
+        AnyWordQuery(query, config="english"),
+        Value(options),
+        function="ts_headline",
+        output_field=TextField(),
+    )
+
+
+def _decay(age: datetime.timedelta) -> float:
+    age_days = max(age.total_seconds(), 0) / 86400
+    return 1 / (1 + settings.MNEMO_SEARCH_DECAY_PER_DAY * age_days)
+
+
+def _record_access(memories: list[Memory], now: datetime.datetime) -> None:
+    """One UPDATE for all hits; the returned rows show the counts after it."""
+    if not memories:
+        return
+    Memory.objects.filter(pk__in=[memory.pk for memory in memories]).update(
+        access_count=F("access_count") + 1, last_accessed_at=now
+    )
+    for memory in memories:
+        memory.access_count += 1
+        memory.last_accessed_at = now
+
+
+def _check(query: object, limit: object) -> tuple[str, int]:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("Say what to search for: the query is empty.", field="query")
+    if len(query) > MAX_QUERY_LENGTH:
+        raise InvalidInput(
+            f"The query is {len(query)} characters long; at most {MAX_QUERY_LENGTH}.",
+            field="query",
+        )
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"Limit must be a whole number from 1 to {MAX_LIMIT}.", field="limit")
+    return query.strip(), limit
+
+
+def _log(user: AbstractBaseUser, tool: str, results: int, started: float) -> None:
+    latency_ms = (time.perf_counter() - started) * 1000
+    SearchLog.objects.create(user=user, tool=tool, results=results, latency_ms=latency_ms)

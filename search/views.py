@@ -1,0 +1,173 @@
+"""The search box: one query across the user's memory entries and documents.
+
+GET /search/?q=… is a page of its own (linkable, works without JavaScript). The same box
+sits on the Context page; there htmx asks for just the results region on each pause in
+typing. Searches run through search.services with tool=SearchTool.PAGE, so they count in
+the user's stats. An empty query shows nothing; a bad one (too long) says why, next to the
+box, with status 400 for a plain request (an htmx swap needs a 200 to show it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.contrib.auth.decorators import login_required
+from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.http import require_http_methods
+from django.views.decorators.vary import vary_on_headers
+
+from context.selectors import global_documents_readable, scope_of_row
+from lib.errors import InvalidInput
+from lib.pages import render_page
+from memory.keys import ENTRY_KINDS
+from search.models import SearchTool
+from search.services import (
+    HIGHLIGHT_END,
+    HIGHLIGHT_START,
+    DocumentHit,
+    MemoryHit,
+    Ranks,
+    search_documents,
+    search_memory,
+)
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+    from django.http import HttpRequest
+    from django.template.response import TemplateResponse
+
+PAGE = "search/search.html"
+RESULTS_PARTIAL = "results"
+MEMORY_LIMIT = 10
+DOCUMENT_LIMIT = 10
+_HIGHLIGHTED = re.compile(f"{re.escape(HIGHLIGHT_START)}(.*?){re.escape(HIGHLIGHT_END)}", re.DOTALL)
+
+
+def highlight(snippet: str) -> SafeString:
+    """Escape the snippet, then turn the service's highlight markers into <mark>.
+
+    The markers are private-use characters that escape() leaves alone, so they survive
+    escaping; a stray, unpaired marker is dropped, and touching marks (QX, -88213) join.
+    """
+    marked = _HIGHLIGHTED.sub(r"<mark>\1</mark>", escape(snippet)).replace("</mark><mark>", "")
+    return mark_safe(marked.replace(HIGHLIGHT_START, "").replace(HIGHLIGHT_END, ""))  # noqa: S308
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    hit: MemoryHit
+    url: str
+    how: str  # "words #1 · meaning #3"
+    why: str  # the same spelled out, with the score
+
+
+@dataclass(frozen=True)
+class DocumentResult:
+    hit: DocumentHit
+    scope_label: str
+    url: str
+    snippet: SafeString
+    how: str
+    why: str
+
+
+def _how(ranks: Ranks) -> str:
+    parts = []
+    if ranks.keyword_rank is not None:
+        parts.append(f"words #{ranks.keyword_rank}")
+    if ranks.vector_rank is not None:
+        parts.append(f"meaning #{ranks.vector_rank}")
+    return " · ".join(parts)
+
+
+def _why(ranks: Ranks, score: float, factors: str) -> str:
+    sides = []
+    if ranks.keyword_rank is not None:
+        sides.append(f"by its words (rank {ranks.keyword_rank})")
+    if ranks.vector_rank is not None:
+        sides.append(f"by meaning (rank {ranks.vector_rank})")
+    return f"Found {' and '.join(sides)}; score {score:.4f} = fused {ranks.fused:.4f} {factors}"
+
+
+def _memory_url(hit: MemoryHit) -> str:
+    """Where the memory lives on the Context page: its tab, scrolled to its row."""
+    memory = hit.memory
+    context = reverse("context")
+    if memory.kind in ENTRY_KINDS:
+        return f"{context}?tab=entries#memory-{memory.pk}"
+    if memory.kind == "style":
+        return f"{context}?tab=styles#style-{memory.key.split('_', 1)[1]}"
+    return f"{context}?tab=profile#profile-{memory.key}"
+
+
+def _memory_result(hit: MemoryHit) -> MemoryResult:
+    factors = f"× freshness {hit.decay:.2f} × use {hit.use_boost:.2f}"
+    return MemoryResult(
+        hit=hit, url=_memory_url(hit), how=_how(hit.ranks), why=_why(hit.ranks, hit.score, factors)
+    )
+
+
+def _document_result(user: AbstractBaseUser, hit: DocumentHit) -> DocumentResult:
+    scope = scope_of_row(user=user, row=hit.chunk.document)
+    return DocumentResult(
+        hit=hit,
+        scope_label=scope.label,
+        url=reverse("document", args=[scope.key, hit.path]),
+        snippet=highlight(hit.snippet),
+        how=_how(hit.ranks),
+        why=_why(hit.ranks, hit.score, f"× freshness {hit.decay:.2f}"),
+    )
+
+
+def _results(user: AbstractBaseUser, query: str) -> dict[str, Any]:
+    """Both searches, as the page shows them. Raises InvalidInput for a bad query."""
+    memory_hits = search_memory(user=user, query=query, limit=MEMORY_LIMIT, tool=SearchTool.PAGE)
+    document_hits = search_documents(
+        user=user,
+        query=query,
+        limit=DOCUMENT_LIMIT,
+        all_agents=True,  # the user sees every one of their agents' private notes
+        include_global=global_documents_readable(),
+        tool=SearchTool.PAGE,
+    )
+    return {
+        "memory_results": [_memory_result(hit) for hit in memory_hits],
+        "document_results": [_document_result(user, hit) for hit in document_hits],
+    }
+
+
+def _on_search_page(request: HttpRequest) -> bool:
+    """False for the box on the Context page, whose results then offer a link to this page."""
+    if not request.htmx:
+        return True
+    current = request.htmx.current_url_abs_path or ""
+    return current.split("?", 1)[0] == reverse("search")
+
+
+@login_required
+@require_http_methods(["GET", "HEAD"])
+@vary_on_headers("HX-Request")
+def search_page(request: HttpRequest) -> TemplateResponse:
+    query = request.GET.get("q", "")
+    context: dict[str, Any] = {
+        "q": query,
+        "searched": False,
+        "error": "",
+        "nav_section": "context",
+        "on_search_page": _on_search_page(request),
+    }
+    status = 200
+    if query.strip():
+        try:
+            context.update(_results(request.user, query), searched=True)
+        except InvalidInput as error:
+            context["error"] = error.message
+            # htmx leaves a 4xx response unswapped; it gets the message with a 200.
+            status = 200 if request.htmx else 400
+    history_restore = request.htmx and request.htmx.history_restore_request
+    partial = None if history_restore else RESULTS_PARTIAL
+    return render_page(request, PAGE, context, partial=partial, status=status)

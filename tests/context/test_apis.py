@@ -1,0 +1,518 @@
+"""The workspace tools over HTTP: documents, daily and agent memory, scopes, isolation."""
+
+import datetime
+import json
+import zoneinfo
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from activity.actors import Actor, ActorKind
+from activity.models import ActivityEvent
+from context.models import Document, DocumentVersion
+from context.services import MAX_BODY_BYTES, document_restore, document_write
+from memory.services import memory_upsert
+from profiles.services import profile_update, system_token_create, token_create, token_revoke
+from tests.factories import AgentFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def error(response):
+    body = response.json()
+    assert set(body) == {"error"}
+    return body["error"]
+
+
+def body_of(user, path, agent=None):
+    return Document.objects.get(user=user, agent=agent, path=path).body
+
+
+@pytest.fixture
+def system_token(db):
+    return system_token_create(label="wiki sync").raw
+
+
+@pytest.fixture
+def second_agent_token(alice):
+    """Another agent of alice, with its own token."""
+    return token_create(agent=AgentFactory(user=alice, name="researcher")).raw
+
+
+@pytest.fixture
+def handbook(db):
+    """A global (company) document, written by the system."""
+    return document_write(
+        user=None, path="handbook.md", content="# Handbook\nBe kind.", actor=Actor.system()
+    )
+
+
+# --- write / read / append ----------------------------------------------------------------
+
+
+def test_write_creates_and_read_returns_it(call_tool, alice, alice_agent, alice_token):
+    written = call_tool(
+        alice_token, "memory_write", {"path": "notes/ideas.md", "content": "# Ideas\n- digest\n"}
+    )
+
+    assert written.status_code == 200, written.content
+    body = written.json()
+    version = DocumentVersion.objects.get(pk=body["version_id"])
+    assert {k: body[k] for k in ("path", "scope", "size")} == {
+        "path": "notes/ideas.md",
+        "scope": "user",
+        "size": 17,
+    }
+    assert (version.action, version.actor_type, version.actor_agent) == (
+        "write",
+        ActorKind.AGENT,
+        alice_agent,
+    )
+    read = call_tool(alice_token, "memory_read", {"path": "notes/ideas.md"})
+    assert read.status_code == 200
+    assert {k: read.json()[k] for k in ("path", "scope", "content")} == {
+        "path": "notes/ideas.md",
+        "scope": "user",
+        "content": "# Ideas\n- digest\n",
+    }
+    event = ActivityEvent.objects.get(event_type="document_written")
+    assert (event.user, event.payload["path"]) == (alice, "notes/ideas.md")
+
+
+def test_write_replaces_and_keeps_the_old_body_as_a_version(call_tool, alice, alice_token):
+    first = call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v1"}).json()
+    second = call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v2"}).json()
+
+    assert second["version_id"] > first["version_id"]
+    assert body_of(alice, "plan.md") == "v2"
+    document_restore(user=alice, version_id=first["version_id"], actor=Actor.for_user(alice))
+    assert body_of(alice, "plan.md") == "v1"
+
+
+def test_content_is_kept_exactly_as_sent(call_tool, alice, alice_token):
+    content = "  indented\n\n\ttabbed  \n"
+    call_tool(alice_token, "memory_write", {"path": "raw.md", "content": content})
+    assert body_of(alice, "raw.md") == content
+
+
+def test_append_creates_then_adds_lines(call_tool, alice, alice_token):
+    call_tool(alice_token, "memory_append", {"path": "MEMORY.md", "content": "- one"})
+    response = call_tool(alice_token, "memory_append", {"path": "MEMORY.md", "content": "- two"})
+
+    assert response.status_code == 200
+    assert response.json()["size"] == len("- one\n- two")
+    assert body_of(alice, "MEMORY.md") == "- one\n- two"
+
+
+def test_append_refuses_empty_content(call_tool, alice, alice_token):
+    response = call_tool(alice_token, "memory_append", {"path": "MEMORY.md", "content": ""})
+    assert response.status_code == 400
+    assert error(response)["field"] == "content"
+    assert not Document.objects.exists()
+
+
+def test_read_of_a_missing_document_is_404_naming_the_path(call_tool, alice_token):
+    response = call_tool(alice_token, "memory_read", {"path": "nope.md"})
+    assert response.status_code == 404
+    assert error(response) == {
+        "code": "not_found",
+        "message": "No document at 'nope.md'.",
+        "field": "path",
+    }
+
+
+def test_a_one_megabyte_document_fits_even_json_escaped(call_tool, alice, alice_token):
+    content = "é" * (MAX_BODY_BYTES // 2)  # 1 MiB of UTF-8, 3 MiB as \u00e9 escapes
+    raw = json.dumps({"path": "big.md", "content": content}, ensure_ascii=True)
+    assert len(raw) > 3 * 1024 * 1024
+
+    response = call_tool(alice_token, "memory_write", raw=raw)
+
+    assert response.status_code == 200, response.content[:300]
+    assert body_of(alice, "big.md") == content
+
+
+def test_content_over_one_megabyte_is_400_naming_the_limit(call_tool, alice, alice_token):
+    content = "x" * (MAX_BODY_BYTES + 1)
+    response = call_tool(alice_token, "memory_write", {"path": "big.md", "content": content})
+
+    assert response.status_code == 400
+    problem = error(response)
+    assert problem["field"] == "content"
+    assert f"largest document allowed is {MAX_BODY_BYTES} bytes" in problem["message"]
+    assert not Document.objects.exists()
+
+
+# --- bad paths ----------------------------------------------------------------------------
+
+PATH_ATTACKS = [
+    ("../x", "dot_segment"),
+    ("/etc/passwd", "absolute"),
+    ("a/../../b", "dot_segment"),
+    ("a//b", "empty_segment"),
+    ("a\\b", "backslash"),
+    ("a\x00b", "control_character"),
+    ("a\x1bb", "control_character"),
+    ("a" * 1000, "too_long"),
+    ("\uff0e\uff0e/secret", "dot_segment"),
+    ("\uff0fetc/passwd", "absolute"),
+]
+PATH_TOOLS = [
+    ("memory_read", {}),
+    ("memory_write", {"content": "x"}),
+    ("memory_append", {"content": "x"}),
+    ("memory_delete", {}),
+    ("memory_tree", {}),
+]
+
+
+@pytest.mark.parametrize(("path", "rule"), PATH_ATTACKS)
+@pytest.mark.parametrize(("tool", "extra"), PATH_TOOLS)
+def test_bad_paths_are_400_naming_the_rule(call_tool, alice_token, path, rule, tool, extra):
+    response = call_tool(alice_token, tool, {"path": path, **extra})
+
+    assert response.status_code == 400, response.content
+    problem = error(response)
+    assert (problem["code"], problem["field"]) == ("invalid", "path")
+    assert problem["message"] == _rule_message(path)
+    assert RULE_WORDS[rule] in problem["message"]
+    assert not Document.objects.exists()
+
+
+# What each rule's message says, so an agent can tell which rule it broke.
+RULE_WORDS = {
+    "dot_segment": "'..' segment",
+    "absolute": "Path is absolute",
+    "empty_segment": "empty segment",
+    "backslash": "backslash",
+    "control_character": "control character U+",
+    "too_long": "characters long",
+}
+
+
+def _rule_message(path):
+    from context.paths import InvalidPath, normalize_path
+
+    with pytest.raises(InvalidPath) as raised:
+        normalize_path(path)
+    return raised.value.message
+
+
+# --- tree and delete ----------------------------------------------------------------------
+
+
+def test_tree_lists_the_top_level_and_a_folder(call_tool, alice_token):
+    for path in ("MEMORY.md", "daily/2026-11-20.md", "daily/2026-11-21.md", "projects/a/n.md"):
+        call_tool(alice_token, "memory_write", {"path": path, "content": "x"})
+
+    top = call_tool(alice_token, "memory_tree", {}).json()
+    deep = call_tool(alice_token, "memory_tree", {"path": "projects", "depth": 2}).json()
+
+    assert [(e["path"], e["kind"]) for e in top["entries"]] == [
+        ("MEMORY.md", "file"),
+        ("daily", "folder"),
+        ("projects", "folder"),
+    ]
+    assert (top["path"], top["depth"]) == ("", 1)
+    assert [(e["path"], e["kind"], e["size"]) for e in deep["entries"]] == [
+        ("projects/a", "folder", None),
+        ("projects/a/n.md", "file", 1),
+    ]
+
+
+def test_tree_of_a_missing_folder_is_404(call_tool, alice_token):
+    response = call_tool(alice_token, "memory_tree", {"path": "nowhere"})
+    assert response.status_code == 404
+    assert error(response)["field"] == "path"
+
+
+def test_tree_refuses_depth_out_of_range(call_tool, alice_token):
+    for depth in (0, 11, "2", True):
+        response = call_tool(alice_token, "memory_tree", {"depth": depth})
+        assert response.status_code == 400, depth
+        assert error(response)["field"] == "depth"
+
+
+def test_delete_returns_the_version_that_restores_it(call_tool, alice, alice_token):
+    call_tool(alice_token, "memory_write", {"path": "old.md", "content": "keep me"})
+
+    response = call_tool(alice_token, "memory_delete", {"path": "old.md"})
+
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["deleted"], body["path"]) == (True, "old.md")
+    assert call_tool(alice_token, "memory_read", {"path": "old.md"}).status_code == 404
+    document_restore(user=alice, version_id=body["version_id"], actor=Actor.for_user(alice))
+    assert body_of(alice, "old.md") == "keep me"
+
+
+def test_delete_of_a_missing_document_is_404(call_tool, alice_token):
+    response = call_tool(alice_token, "memory_delete", {"path": "old.md"})
+    assert response.status_code == 404
+
+
+# --- daily log ----------------------------------------------------------------------------
+
+
+def test_append_daily_memory_uses_the_users_timezone(call_tool, alice, alice_agent, alice_token):
+    zone = zoneinfo.ZoneInfo("Asia/Singapore")
+    memory_upsert(
+        user=alice, key="timezone", value="Asia/Singapore", actor=Actor.for_agent(alice_agent)
+    )
+    before = timezone.now().astimezone(zone)
+
+    response = call_tool(alice_token, "append_daily_memory", {"content": "Sent the report"})
+
+    after = timezone.now().astimezone(zone)
+    assert response.status_code == 200
+    path = response.json()["path"]
+    assert path in {f"daily/{before:%Y-%m-%d}.md", f"daily/{after:%Y-%m-%d}.md"}
+    line = body_of(alice, path)
+    assert line.endswith(" Sent the report")
+    assert line[2:7] in {f"{before:%H:%M}", f"{after:%H:%M}"}
+
+
+def test_append_daily_memory_twice_adds_two_lines(call_tool, alice, alice_token):
+    call_tool(alice_token, "append_daily_memory", {"content": "one"})
+    path = call_tool(alice_token, "append_daily_memory", {"content": "two"}).json()["path"]
+    lines = body_of(alice, path).split("\n")
+    assert [line.split(" ", 2)[2] for line in lines] == ["one", "two"]
+
+
+# --- agent memory and its privacy ---------------------------------------------------------
+
+
+def test_agent_memory_append_then_get(call_tool, alice, alice_agent, alice_token):
+    empty = call_tool(alice_token, "agent_memory_get", {})
+    assert empty.json() == {
+        "path": "AGENT_MEMORY.md",
+        "exists": False,
+        "content": "",
+        "updated_at": None,
+    }
+
+    written = call_tool(alice_token, "append_agent_memory", {"content": "Ask before booking."})
+    got = call_tool(alice_token, "agent_memory_get", {}).json()
+
+    assert (written.status_code, written.json()["scope"]) == (200, "agent")
+    assert (got["exists"], got["content"]) == (True, "Ask before booking.")
+    assert body_of(alice, "AGENT_MEMORY.md", agent=alice_agent) == "Ask before booking."
+
+
+def test_another_agent_of_the_same_user_never_reaches_the_notes(
+    call_tool, alice, alice_token, second_agent_token
+):
+    call_tool(alice_token, "append_agent_memory", {"content": "private note"})
+
+    got = call_tool(second_agent_token, "agent_memory_get", {}).json()
+    read = call_tool(second_agent_token, "memory_read", {"path": "AGENT_MEMORY.md"})
+    tree = call_tool(second_agent_token, "memory_tree", {"depth": 5}).json()
+
+    assert (got["exists"], got["content"]) == (False, "")
+    assert read.status_code == 404
+    assert "private note" not in json.dumps(tree)
+    assert tree["entries"] == []
+    # Writing AGENT_MEMORY.md as the other agent makes its own notes, not a change to the first.
+    call_tool(second_agent_token, "memory_write", {"path": "AGENT_MEMORY.md", "content": "mine"})
+    assert call_tool(alice_token, "agent_memory_get", {}).json()["content"] == "private note"
+
+
+def test_agent_memory_md_names_the_callers_own_notes(call_tool, alice, alice_agent, alice_token):
+    call_tool(alice_token, "append_agent_memory", {"content": "first"})
+
+    read = call_tool(alice_token, "memory_read", {"path": "AGENT_MEMORY.md"}).json()
+    tree = call_tool(alice_token, "memory_tree", {}).json()
+
+    assert (read["scope"], read["content"]) == ("agent", "first")
+    assert [(e["path"], e["scope"]) for e in tree["entries"]] == [("AGENT_MEMORY.md", "agent")]
+    assert not Document.objects.filter(user=alice, agent=None).exists()
+
+
+# --- isolation between users --------------------------------------------------------------
+
+
+def test_another_user_cannot_read_list_change_or_delete(call_tool, alice, alice_token, bob_token):
+    call_tool(alice_token, "memory_write", {"path": "notes/secret.md", "content": "alice only"})
+    call_tool(alice_token, "append_daily_memory", {"content": "alice's day"})
+    call_tool(alice_token, "append_agent_memory", {"content": "alice's agent"})
+
+    assert call_tool(bob_token, "memory_read", {"path": "notes/secret.md"}).status_code == 404
+    assert call_tool(bob_token, "memory_tree", {"path": "notes"}).status_code == 404
+    assert call_tool(bob_token, "memory_tree", {"depth": 10}).json()["entries"] == []
+    assert call_tool(bob_token, "memory_delete", {"path": "notes/secret.md"}).status_code == 404
+    assert call_tool(bob_token, "agent_memory_get", {}).json()["exists"] is False
+    bob_write = call_tool(bob_token, "memory_write", {"path": "notes/secret.md", "content": "b"})
+    call_tool(bob_token, "memory_append", {"path": "notes/secret.md", "content": "more"})
+
+    assert bob_write.status_code == 200
+    assert body_of(alice, "notes/secret.md") == "alice only"
+    assert Document.objects.filter(user=alice).count() == 3
+
+
+# --- pause, tokens ------------------------------------------------------------------------
+
+
+def test_paused_memory_refuses_agent_writes_but_reads_work(call_tool, alice, alice_token):
+    call_tool(alice_token, "memory_write", {"path": "n.md", "content": "before"})
+    profile_update(user=alice, memory_paused=True)
+
+    calls = [
+        ("memory_write", {"path": "n.md", "content": "x"}),
+        ("memory_append", {"path": "n.md", "content": "x"}),
+        ("memory_delete", {"path": "n.md"}),
+        ("append_daily_memory", {"content": "x"}),
+        ("append_agent_memory", {"content": "x"}),
+    ]
+    for tool, arguments in calls:
+        response = call_tool(alice_token, tool, arguments)
+        assert response.status_code == 409, tool
+        assert error(response)["code"] == "memory_paused"
+
+    assert call_tool(alice_token, "memory_read", {"path": "n.md"}).json()["content"] == "before"
+    assert Document.objects.filter(user=alice).count() == 1
+
+
+def test_a_revoked_token_changes_nothing(call_tool, alice, alice_agent):
+    issued = token_create(agent=alice_agent)
+    token_revoke(token=issued.token)
+    response = call_tool(issued.raw, "memory_write", {"path": "n.md", "content": "x"})
+    assert response.status_code == 401
+    assert not Document.objects.exists()
+
+
+# --- the global scope ---------------------------------------------------------------------
+
+
+def test_system_token_reads_and_writes_only_global_documents(
+    call_tool, alice, alice_token, system_token
+):
+    call_tool(alice_token, "memory_write", {"path": "notes.md", "content": "alice's"})
+
+    written = call_tool(system_token, "memory_write", {"path": "notes.md", "content": "company"})
+    read = call_tool(system_token, "memory_read", {"path": "notes.md"}).json()
+    daily = call_tool(system_token, "append_daily_memory", {"content": "deployed"}).json()
+
+    assert (written.status_code, written.json()["scope"]) == (200, "global")
+    assert (read["scope"], read["content"]) == ("global", "company")
+    assert daily["path"] == f"daily/{datetime.datetime.now(datetime.UTC):%Y-%m-%d}.md"
+    assert body_of(alice, "notes.md") == "alice's"
+    assert body_of(None, "notes.md") == "company"
+    version = DocumentVersion.objects.get(pk=written.json()["version_id"])
+    assert (version.actor_type, version.user) == (ActorKind.SYSTEM, None)
+    tree = call_tool(system_token, "memory_tree", {}).json()
+    assert [(e["path"], e["scope"]) for e in tree["entries"]] == [
+        ("daily", "global"),
+        ("notes.md", "global"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("create_memory", {"key": "fact:x", "value": "y"}),
+        ("get_memory", {"key": "name"}),
+        ("list_memories", {}),
+        ("append_agent_memory", {"content": "x"}),
+        ("agent_memory_get", {}),
+    ],
+)
+def test_system_token_is_refused_by_tools_about_one_user(call_tool, system_token, tool, arguments):
+    response = call_tool(system_token, tool, arguments)
+    assert response.status_code == 403
+    problem = error(response)
+    assert problem["code"] == "forbidden"
+    assert "System tokens work only with global documents" in problem["message"]
+
+
+def test_system_token_is_refused_by_the_working_memory(client, system_token):
+    response = client.get(
+        "/api/v1/working-memory", headers={"Authorization": f"Bearer {system_token}"}
+    )
+    assert response.status_code == 403
+    assert error(response)["code"] == "forbidden"
+
+
+def test_system_token_unknown_or_revoked_is_401(call_tool, system_token):
+    from profiles.models import SystemToken
+
+    token_revoke(token=SystemToken.objects.get())
+    assert call_tool(system_token, "memory_tree", {}).status_code == 401
+    assert call_tool(system_token[:-2] + "xx", "memory_tree", {}).status_code == 401
+
+
+def test_users_never_see_global_documents_by_default(call_tool, alice_token, handbook):
+    assert call_tool(alice_token, "memory_read", {"path": "handbook.md"}).status_code == 404
+    assert call_tool(alice_token, "memory_tree", {}).json()["entries"] == []
+
+
+def test_global_readable_lets_agents_read_but_never_change(
+    call_tool, settings, alice, alice_token, handbook
+):
+    settings.MNEMO_GLOBAL_READABLE = True
+
+    read = call_tool(alice_token, "memory_read", {"path": "handbook.md"}).json()
+    tree = call_tool(alice_token, "memory_tree", {}).json()
+
+    assert (read["scope"], read["content"]) == ("global", "# Handbook\nBe kind.")
+    assert [(e["path"], e["scope"]) for e in tree["entries"]] == [("handbook.md", "global")]
+    for tool, arguments in [
+        ("memory_write", {"path": "handbook.md", "content": "hacked"}),
+        ("memory_append", {"path": "handbook.md", "content": "hacked"}),
+        ("memory_delete", {"path": "handbook.md"}),
+    ]:
+        response = call_tool(alice_token, tool, arguments)
+        assert response.status_code == 403, tool
+        assert "company document" in error(response)["message"]
+    assert body_of(None, "handbook.md") == "# Handbook\nBe kind."
+    assert not Document.objects.filter(user=alice).exists()
+
+
+def test_a_users_own_document_comes_before_the_global_one(
+    call_tool, settings, alice, alice_agent, alice_token, handbook
+):
+    settings.MNEMO_GLOBAL_READABLE = True
+    document_write(
+        user=alice, path="handbook.md", content="my copy", actor=Actor.for_agent(alice_agent)
+    )
+
+    read = call_tool(alice_token, "memory_read", {"path": "handbook.md"}).json()
+    tree = call_tool(alice_token, "memory_tree", {}).json()
+
+    assert (read["scope"], read["content"]) == ("user", "my copy")
+    assert [(e["path"], e["scope"]) for e in tree["entries"]] == [("handbook.md", "user")]
+
+
+def test_identity_files_are_never_read_from_the_global_scope(
+    call_tool, settings, alice_token, system_token
+):
+    settings.MNEMO_GLOBAL_READABLE = True
+    call_tool(system_token, "memory_write", {"path": "SOUL.md", "content": "company soul"})
+
+    assert call_tool(alice_token, "memory_read", {"path": "SOUL.md"}).status_code == 404
+    assert call_tool(alice_token, "memory_tree", {}).json()["entries"] == []
+    # The user's own identity file is theirs to write.
+    assert (
+        call_tool(alice_token, "memory_write", {"path": "SOUL.md", "content": "mine"}).status_code
+        == 200
+    )
+
+
+def test_system_token_never_sees_user_documents(call_tool, alice_token, system_token):
+    call_tool(alice_token, "memory_write", {"path": "notes.md", "content": "alice's"})
+
+    assert call_tool(system_token, "memory_read", {"path": "notes.md"}).status_code == 404
+    assert call_tool(system_token, "memory_tree", {}).json()["entries"] == []
+    assert call_tool(system_token, "memory_delete", {"path": "notes.md"}).status_code == 404
+
+
+def test_create_system_token_prints_a_working_token(call_tool):
+    out, err = StringIO(), StringIO()
+    call_command("create_system_token", "--label", "wiki", stdout=out, stderr=err)
+
+    raw = out.getvalue().strip()
+    assert raw.startswith("mnemo_sys_")
+    assert "shown only this once" in err.getvalue()
+    written = call_tool(raw, "memory_write", {"path": "a.md", "content": "x"})
+    assert (written.status_code, written.json()["scope"]) == (200, "global")

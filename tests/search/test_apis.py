@@ -1,0 +1,159 @@
+"""The search tools over HTTP: results with their score parts, isolation, system tokens."""
+
+import pytest
+
+from activity.actors import Actor
+from context.services import document_write
+from memory.models import Memory
+from memory.services import memory_upsert
+from profiles.services import system_token_create, token_create
+from search.embeddings import get_embedder
+from search.indexing import (
+    chunks_needing_vectors,
+    embed_chunks,
+    embed_memories,
+    memories_needing_vectors,
+)
+from tests.factories import AgentFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def index_everything():
+    embedder = get_embedder()
+    embed_memories(memories_needing_vectors(embedder.model), embedder)
+    embed_chunks(chunks_needing_vectors(embedder.model), embedder)
+
+
+def error(response):
+    body = response.json()
+    assert set(body) == {"error"}
+    return body["error"]
+
+
+@pytest.fixture
+def twins(alice, bob):
+    """Near-identical memories and documents for two users."""
+    for user in (alice, bob):
+        actor = Actor.for_user(user)
+        memory_upsert(user=user, key="fact:order", value=f"Order QX-1 for {user}", actor=actor)
+        memory_upsert(user=user, key="preference:tea", value="Prefers green tea", actor=actor)
+        document_write(
+            user=user, path="notes/order.md", content=f"Order QX-1 shipped to {user}", actor=actor
+        )
+    index_everything()
+
+
+def test_search_memory_returns_rows_with_score_parts(call_tool, alice, alice_token, twins):
+    response = call_tool(alice_token, "search_memory", {"query": "QX-1 order", "limit": 5})
+
+    assert response.status_code == 200, response.content
+    first = response.json()["results"][0]
+    assert first["memory"]["key"] == "fact:order"
+    assert first["memory"]["value"] == "Order QX-1 for alice"
+    assert first["keyword_rank"] == 1
+    assert set(first) == {
+        "memory",
+        "score",
+        "fused",
+        "keyword_rank",
+        "vector_rank",
+        "decay",
+        "use_boost",
+    }
+    assert first["score"] == pytest.approx(first["fused"] * first["decay"] * first["use_boost"])
+    assert first["memory"]["access_count"] == 1
+    assert Memory.objects.get(user=alice, key="fact:order").access_count == 1
+
+
+def test_search_memory_filters_by_kind(call_tool, alice_token, twins):
+    body = call_tool(alice_token, "search_memory", {"query": "tea order", "kind": "preference"})
+    assert [hit["memory"]["key"] for hit in body.json()["results"]] == ["preference:tea"]
+
+
+def test_memory_search_returns_paths_and_bold_snippets(call_tool, alice_token, twins):
+    response = call_tool(alice_token, "memory_search", {"query": "shipped"})
+
+    assert response.status_code == 200
+    (hit,) = response.json()["results"]
+    assert (hit["path"], hit["scope"], hit["chunk"]) == ("notes/order.md", "user", 0)
+    assert "**shipped**" in hit["snippet"]
+    assert "alice" in hit["snippet"]
+
+
+def test_each_user_finds_only_their_own(call_tool, alice_token, bob_token, twins):
+    for token, name, other in ((alice_token, "alice", "bob"), (bob_token, "bob", "alice")):
+        memories = call_tool(token, "search_memory", {"query": "order QX-1 tea", "limit": 50})
+        documents = call_tool(token, "memory_search", {"query": "order QX-1", "limit": 50})
+        text = memories.content.decode() + documents.content.decode()
+        assert name in text
+        assert other not in text
+
+
+def test_promote_memory_pins_it(call_tool, alice, alice_token, twins):
+    response = call_tool(alice_token, "promote_memory", {"key": "preference:tea"})
+
+    assert response.status_code == 200
+    assert response.json()["memory"]["pinned"] is True
+    assert Memory.objects.get(user=alice, key="preference:tea").pinned is True
+
+
+def test_promote_memory_of_a_missing_or_other_users_key_is_404(call_tool, bob, bob_token):
+    memory_upsert(user=bob, key="fact:bobs", value="bob only", actor=Actor.for_user(bob))
+    stranger_token = token_create(agent=AgentFactory(name="other")).raw
+
+    response = call_tool(stranger_token, "promote_memory", {"key": "fact:bobs"})
+
+    assert response.status_code == 404
+    assert Memory.objects.get(user=bob, key="fact:bobs").pinned is False
+
+
+def test_bad_search_input_is_400(call_tool, alice_token):
+    for body, field in [
+        ({"query": ""}, "query"),
+        ({"query": "x", "limit": 0}, "limit"),
+        ({"query": "x", "limit": 51}, "limit"),
+        ({"query": 5}, "query"),
+        ({"query": "x", "kind": "facts"}, "kind"),
+        ({"query": "x", "extra": 1}, "extra"),
+    ]:
+        response = call_tool(alice_token, "search_memory", body)
+        assert response.status_code == 400, body
+        assert error(response)["field"] == field, body
+
+
+def test_agents_search_their_own_notes_but_not_another_agents(call_tool, alice, alice_agent):
+    other = AgentFactory(user=alice, name="researcher")
+    for agent, text in ((alice_agent, "zebra notes of assistant"), (other, "zebra of other")):
+        document_write(
+            user=alice,
+            agent=agent,
+            path="AGENT_MEMORY.md",
+            content=text,
+            actor=Actor.for_user(alice),
+        )
+    token = token_create(agent=alice_agent).raw
+
+    results = call_tool(token, "memory_search", {"query": "zebra"}).json()["results"]
+
+    assert [(hit["path"], hit["scope"]) for hit in results] == [("AGENT_MEMORY.md", "agent")]
+    assert "assistant" in results[0]["snippet"]
+
+
+def test_system_tokens_search_global_documents_only(call_tool, settings, alice, alice_token):
+    document_write(user=None, path="handbook.md", content="Expense policy", actor=Actor.system())
+    document_write(
+        user=alice, path="mine.md", content="My expense notes", actor=Actor.for_user(alice)
+    )
+    system = system_token_create().raw
+
+    found = call_tool(system, "memory_search", {"query": "expense"}).json()["results"]
+    refused = call_tool(system, "search_memory", {"query": "expense"})
+    hidden = call_tool(alice_token, "memory_search", {"query": "expense"}).json()["results"]
+    settings.MNEMO_GLOBAL_READABLE = True
+    shared = call_tool(alice_token, "memory_search", {"query": "expense"}).json()["results"]
+
+    assert [(hit["path"], hit["scope"]) for hit in found] == [("handbook.md", "global")]
+    assert refused.status_code == 403
+    assert [hit["path"] for hit in hidden] == ["mine.md"]
+    assert sorted(hit["path"] for hit in shared) == ["handbook.md", "mine.md"]

@@ -1,0 +1,303 @@
+"""Hybrid search with the real local embedder on a small fixed corpus, and isolation."""
+
+import datetime
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from activity.actors import Actor
+from context.models import DocumentChunk
+from context.services import document_write
+from memory.models import Memory
+from memory.services import memory_upsert
+from search.embeddings import get_embedder
+from search.indexing import (
+    chunks_needing_vectors,
+    embed_chunks,
+    embed_memories,
+    memories_needing_vectors,
+)
+from search.models import SearchLog
+from search.services import (
+    HIGHLIGHT_END,
+    HIGHLIGHT_START,
+    search_documents,
+    search_memory,
+    search_stats,
+)
+
+pytestmark = pytest.mark.django_db
+
+CORPUS = {
+    "fact:refund": "Order QX-88213 was refunded on 3 March after the parcel arrived broken",
+    "preference:tea": "Prefers green tea over coffee in the morning",
+    "fact:employer": "Works at YARNNN as Head of Growth",
+    "fact:home": "Lives in Singapore with a dog named Biscuit",
+    "instruction:reports": "Send the weekly report on Fridays as bullet points",
+    "fact:hobby": "Plays the cello in an amateur orchestra on weekends",
+    "decision:crm": "Chose HubSpot as the CRM for the sales team",
+}
+
+
+def index_everything():
+    embedder = get_embedder()
+    embed_memories(memories_needing_vectors(embedder.model), embedder)
+    embed_chunks(chunks_needing_vectors(embedder.model), embedder)
+
+
+def remember(user, corpus=CORPUS):
+    for key, value in corpus.items():
+        memory_upsert(user=user, key=key, value=value, actor=Actor.for_user(user))
+
+
+@pytest.fixture
+def corpus(alice):
+    remember(alice)
+    index_everything()
+    return alice
+
+
+def keys(hits):
+    return [hit.memory.key for hit in hits]
+
+
+def test_every_row_gets_a_vector_from_the_configured_model(corpus):
+    model = get_embedder().model
+    assert Memory.objects.filter(user=corpus).count() == len(CORPUS)
+    assert not memories_needing_vectors(model).exists()
+    assert set(Memory.objects.values_list("embedding_model", flat=True)) == {model}
+
+
+def test_an_exact_rare_token_is_found_by_the_keyword_side(corpus):
+    hits = search_memory(user=corpus, query="what happened with QX-88213?")
+
+    assert keys(hits)[0] == "fact:refund"
+    assert hits[0].ranks.keyword_rank == 1
+
+
+def test_a_paraphrase_with_no_shared_words_is_found_by_the_vector_side(corpus):
+    query = "which hot beverage does she drink at breakfast"
+
+    hits = search_memory(user=corpus, query=query)
+
+    tea = next(hit for hit in hits if hit.memory.key == "preference:tea")
+    assert tea.ranks.keyword_rank is None
+    assert tea.ranks.vector_rank == 1
+    assert keys(hits)[0] == "preference:tea"
+
+
+def test_an_item_found_by_both_sides_comes_first(corpus):
+    # "report" matches the weekly report by keyword; meaning favours it too.
+    hits = search_memory(user=corpus, query="weekly report format")
+
+    first = hits[0]
+    assert first.memory.key == "instruction:reports"
+    assert first.ranks.keyword_rank is not None
+    assert first.ranks.vector_rank is not None
+    assert first.ranks.fused == pytest.approx(
+        1 / (60 + first.ranks.keyword_rank) + 1 / (60 + first.ranks.vector_rank)
+    )
+
+
+def test_a_question_matches_on_any_of_its_words(corpus):
+    hits = search_memory(user=corpus, query="does the user have any pets like a cat or dog?")
+    assert "fact:home" in keys(hits)
+    home = next(hit for hit in hits if hit.memory.key == "fact:home")
+    assert home.ranks.keyword_rank == 1
+
+
+def test_fresher_and_more_used_memories_rank_higher(alice):
+    twins = {"fact:city-a": "Flat white coffee lover", "fact:city-b": "Flat white coffee lover"}
+    remember(alice, twins)
+    index_everything()
+    old = timezone.now() - datetime.timedelta(days=30)
+    Memory.objects.filter(key="fact:city-a").update(updated_at=old)
+
+    hits = search_memory(user=alice, query="flat white coffee")
+
+    assert keys(hits)[:2] == ["fact:city-b", "fact:city-a"]
+    assert hits[1].decay == pytest.approx(1 / (1 + 0.1 * 30), rel=1e-3)
+    Memory.objects.filter(key="fact:city-a").update(updated_at=timezone.now(), access_count=40)
+    boosted = search_memory(user=alice, query="flat white coffee")
+    assert keys(boosted)[0] == "fact:city-a"
+    assert boosted[0].use_boost == pytest.approx(1 + 0.05 * 41) or boosted[0].use_boost == (
+        pytest.approx(1 + 0.05 * 40)
+    )
+
+
+def test_hits_count_as_a_use_in_one_statement(corpus):
+    with CaptureQueriesContext(connection) as queries:
+        search_memory(user=corpus, query="weekly report, tea and the cello", limit=3)
+    updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "user_context"')]
+    assert len(updates) == 1
+    assert sorted(Memory.objects.filter(access_count=1).values_list("key", flat=True)) == sorted(
+        ["instruction:reports", "preference:tea", "fact:hobby"]
+    )
+
+    Memory.objects.update(access_count=0, last_accessed_at=None)
+    search_memory(user=corpus, query="QX-88213", limit=1)
+    refund = Memory.objects.get(key="fact:refund")
+    assert refund.access_count == 1
+    assert refund.last_accessed_at is not None
+    assert Memory.objects.get(key="fact:hobby").access_count == 0
+
+
+def test_kind_and_tags_filter(alice):
+    remember(alice)
+    memory_upsert(
+        user=alice,
+        key="fact:tea-shop",
+        value="Buys tea at the corner shop",
+        tags=["shopping"],
+        actor=Actor.for_user(alice),
+    )
+    index_everything()
+
+    assert keys(search_memory(user=alice, query="tea", kind="preference")) == ["preference:tea"]
+    assert keys(search_memory(user=alice, query="tea", tags=["shopping"])) == ["fact:tea-shop"]
+
+
+def test_a_row_without_a_vector_is_still_found_by_keywords(alice):
+    remember(alice)  # not embedded
+    hits = search_memory(user=alice, query="HubSpot")
+    assert keys(hits) == ["decision:crm"]
+    assert hits[0].ranks.vector_rank is None
+
+
+def test_a_changed_value_drops_its_stale_vector(corpus):
+    memory_upsert(
+        user=corpus, key="fact:hobby", value="Runs marathons", actor=Actor.for_user(corpus)
+    )
+    hobby = Memory.objects.get(key="fact:hobby")
+    assert (hobby.embedding_model, hobby.embedded_hash) == ("", "")
+    assert list(memories_needing_vectors(get_embedder().model)) == [hobby]
+
+
+def test_users_only_ever_find_their_own_memories(alice, bob):
+    remember(alice)
+    remember(bob, {key: value + " (bob)" for key, value in CORPUS.items()})
+    index_everything()
+
+    for user in (alice, bob):
+        for query in ("QX-88213", "which hot beverage at breakfast", "weekly report"):
+            hits = search_memory(user=user, query=query, limit=50)
+            assert hits
+            assert {hit.memory.user_id for hit in hits} == {user.pk}
+
+
+def test_every_search_is_logged_with_its_latency(corpus, bob):
+    search_memory(user=corpus, query="tea")
+    search_memory(user=corpus, query="report")
+
+    stats = search_stats(user=corpus)
+    assert stats["queries"] == 2
+    assert stats["average_ms"] > 0
+    assert search_stats(user=bob) == {"queries": 0, "average_ms": 0.0}
+    assert SearchLog.objects.filter(user=corpus, tool="search_memory").count() == 2
+
+
+@pytest.mark.parametrize(("query", "limit"), [("", 10), ("   ", 10), ("x" * 1001, 10), ("a", 0)])
+def test_bad_query_or_limit_is_refused(alice, query, limit):
+    from lib.errors import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        search_memory(user=alice, query=query, limit=limit)
+
+
+# --- documents -----------------------------------------------------------------------------
+
+LONG_NOTE = " ".join(
+    ["The quarterly planning offsite is in Lisbon."]
+    + ["Filler sentence about nothing in particular."] * 200
+    + ["Budget approval for the offsite needs the CFO signature QZ-7741."]
+)
+
+
+def write(user, path, content, agent=None):
+    return document_write(
+        user=user, agent=agent, path=path, content=content, actor=Actor.for_user(user)
+    )
+
+
+def test_documents_are_chunked_on_write_and_found_with_highlights(alice):
+    write(alice, "projects/offsite.md", LONG_NOTE)
+    write(alice, "notes/garden.md", "Planted tomatoes and basil in the garden.")
+    index_everything()
+
+    hits = search_documents(user=alice, query="CFO signature QZ-7741")
+
+    assert hits[0].path == "projects/offsite.md"
+    assert (
+        hits[0].chunk.ordinal
+        == DocumentChunk.objects.filter(document__path=hits[0].path).count() - 1
+    )
+    assert f"{HIGHLIGHT_START}QZ-7741{HIGHLIGHT_END}" in hits[0].snippet or (
+        f"{HIGHLIGHT_START}signature{HIGHLIGHT_END}" in hits[0].snippet
+    )
+    assert [hit.path for hit in hits].count("projects/offsite.md") == 1
+
+
+def test_document_search_by_meaning(alice):
+    write(alice, "notes/garden.md", "Planted tomatoes and basil in the vegetable patch.")
+    write(alice, "notes/car.md", "The car needs new tyres before winter.")
+    index_everything()
+
+    hits = search_documents(user=alice, query="growing herbs outdoors")
+
+    assert hits[0].path == "notes/garden.md"
+
+
+def test_path_prefix_limits_the_documents(alice):
+    write(alice, "daily/2026-11-20.md", "- 09:00 Called the plumber about the leak")
+    write(alice, "notes/house.md", "The plumber fixed the leak")
+    index_everything()
+
+    hits = search_documents(user=alice, query="plumber", path_prefix="daily/")
+    assert [hit.path for hit in hits] == ["daily/2026-11-20.md"]
+
+
+def test_rewriting_a_document_replaces_its_chunks(alice):
+    write(alice, "n.md", "alpha bravo")
+    index_everything()
+    write(alice, "n.md", "charlie delta")
+
+    assert list(DocumentChunk.objects.values_list("text", "embedding_model")) == [
+        ("charlie delta", "")
+    ]
+    assert search_documents(user=alice, query="alpha") == []
+    assert [hit.path for hit in search_documents(user=alice, query="delta")] == ["n.md"]
+
+
+def test_document_scopes(alice, bob, alice_agent):
+    from tests.factories import AgentFactory
+
+    other_agent = AgentFactory(user=alice, name="researcher")
+    write(alice, "mine.md", "shared word zebra")
+    write(alice, "AGENT_MEMORY.md", "private zebra notes", agent=alice_agent)
+    write(alice, "AGENT_MEMORY.md", "other agent zebra", agent=other_agent)
+    write(bob, "bobs.md", "bob's zebra")
+    document_write(user=None, path="handbook.md", content="company zebra", actor=Actor.system())
+    document_write(user=None, path="SOUL.md", content="company zebra soul", actor=Actor.system())
+
+    def found(**scope):
+        return sorted(
+            (hit.path, hit.scope) for hit in search_documents(query="zebra", limit=50, **scope)
+        )
+
+    assert found(user=alice, agent=alice_agent) == [
+        ("AGENT_MEMORY.md", "agent"),
+        ("mine.md", "user"),
+    ]
+    assert found(user=alice, agent=other_agent) == [
+        ("AGENT_MEMORY.md", "agent"),
+        ("mine.md", "user"),
+    ]
+    assert ("AGENT_MEMORY.md", "agent") in found(user=alice, all_agents=True)
+    assert len(found(user=alice, all_agents=True)) == 3
+    assert found(user=bob) == [("bobs.md", "user")]
+    assert found(user=bob, include_global=True) == [("bobs.md", "user"), ("handbook.md", "global")]
+    assert found(user=None) == [("SOUL.md", "global"), ("handbook.md", "global")]
+    private = search_documents(user=alice, agent=other_agent, query="private")
+    assert [hit.chunk.text for hit in private] == []
