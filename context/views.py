@@ -184,6 +184,18 @@ def _done(request: HttpRequest, message: str, url: str) -> HttpResponseRedirect:
     return HttpResponseRedirect(url)
 
 
+def _show_changed(
+    request: HttpRequest, scope: Scope, document: Document, note: str, message: str | None = None
+) -> HttpResponse:
+    """After a change: htmx gets the document's panel and the tree; a plain POST is
+    redirected to the document with `message` (default: the note) as a flash."""
+    url = document_url(scope, document.path)
+    if _wants_panel(request):
+        panel = _document_panel(request, scope, document, note=note)
+        return _respond(request, panel, changed=True, push_url=url)
+    return _done(request, message or note, url)
+
+
 # ---------------------------------------------------------------- panels
 
 
@@ -388,12 +400,7 @@ def document_new(request: HttpRequest) -> HttpResponse:
             add_service_error(form, error)
     if form.errors:
         return _respond(request, {"panel": "new", "form": form}, status=_error_status(request))
-    url = document_url(scope, document.path)
-    note = f"Created {document.path}."
-    if _wants_panel(request):
-        panel = _document_panel(request, scope, document, note=note)
-        return _respond(request, panel, changed=True, push_url=url)
-    return _done(request, note, url)
+    return _show_changed(request, scope, document, f"Created {document.path}.")
 
 
 @login_required
@@ -442,11 +449,7 @@ def _save(request: HttpRequest, scope: Scope, path: str) -> HttpResponse:
     except ServiceError as error:
         add_service_error(form, error)
         return _edit_error(request, scope, document or _unsaved(scope, path), form)
-    url = document_url(scope, document.path)
-    if _wants_panel(request):
-        panel = _document_panel(request, scope, document, note=note)
-        return _respond(request, panel, changed=True, push_url=url)
-    return _done(request, f"{note[:-1]}: {document.path}.", url)
+    return _show_changed(request, scope, document, note, f"{note[:-1]}: {document.path}.")
 
 
 def _unsaved(scope: Scope, path: str) -> Document:
@@ -523,12 +526,7 @@ def version_restore(request: HttpRequest, version_id: int) -> HttpResponse:
         )
     except NotFound as error:
         raise Http404(error.message) from error
-    url = document_url(scope, document.path)
-    note = f"Restored {document.path}."
-    if _wants_panel(request):
-        panel = _document_panel(request, scope, document, note=note)
-        return _respond(request, panel, changed=True, push_url=url)
-    return _done(request, note, url)
+    return _show_changed(request, scope, document, f"Restored {document.path}.")
 
 
 # ---------------------------------------------------------------- today's log
@@ -569,9 +567,4 @@ def _add_daily_line(request: HttpRequest, mine: Scope) -> HttpResponse:
         else:
             panel = _document_panel(request, mine, existing, daily_form=form)
         return _respond(request, panel, status=_error_status(request))
-    url = document_url(mine, document.path)
-    note = "Added to today's log."
-    if _wants_panel(request):
-        panel = _document_panel(request, mine, document, note=note)
-        return _respond(request, panel, changed=True, push_url=url)
-    return _done(request, note, url)
+    return _show_changed(request, mine, document, "Added to today's log.")
