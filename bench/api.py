@@ -16,20 +16,16 @@ not, 1 if the server failed to start, 2 if every request of a benchmark failed.
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import itertools
 import json
 import os
-import platform
 import random
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -40,11 +36,20 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-
     from django.contrib.auth.models import AbstractBaseUser
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the project (Django settings, apps) and bench.common
+
+from bench.common import (  # noqa: E402 - needs the project root on sys.path
+    CpuMeter,
+    percentile,
+    prepare_environment,
+    print_machine,
+    process_tree,
+    verdict,
+)
+
 HOST = "127.0.0.1"
 WRITE_PATH = "/api/v1/tools/create_memory"
 RENDER_PATH = "/api/v1/working-memory?format=json"
@@ -62,8 +67,6 @@ STOP_DEADLINE_S = 30.0
 REQUEST_TIMEOUT_S = 30.0
 DEFAULT_SERVER = "sync:3"  # the best of --sweep on 2 cores: see bench/README.md
 SWEEP_SERVERS = ("sync:2", "sync:3", "sync:4", "gthread:2x2", "gthread:2x4", "gthread:3x4")
-
-NOISY_CORES = 0.2  # CPU taken by other processes above which a result is flagged
 
 EXIT_SERVER_FAILED = 1
 EXIT_ALL_FAILED = 2
@@ -163,19 +166,6 @@ class Connection:
 # --- statistics ------------------------------------------------------------------------
 
 
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile of an unsorted list (nan if empty)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * pct // 100))  # ceil without floats drifting
-    return ordered[int(rank) - 1]
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT MET"
-
-
 @dataclass
 class Tally:
     """What a set of clients saw: latencies of answered 2xx requests, statuses, failures."""
@@ -208,89 +198,7 @@ class Tally:
         return len(self.latencies_ms)
 
 
-# --- CPU accounting --------------------------------------------------------------------
-
-
-def process_tree(pid: int) -> list[psutil.Process]:
-    try:
-        parent = psutil.Process(pid)
-        return [parent, *parent.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def cpu_seconds(processes: Iterable[psutil.Process]) -> dict[int, float]:
-    seconds = {}
-    for process in processes:
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        seconds[process.pid] = times.user + times.system
-    return seconds
-
-
-class CpuMeter:
-    """CPU used by the client (this process), gunicorn and PostgreSQL over a window."""
-
-    def __init__(self, server_pid: int, postmaster_pid: int) -> None:
-        self.groups: dict[str, Callable[[], list[psutil.Process]]] = {
-            "client": lambda: [psutil.Process()],
-            "gunicorn": lambda: process_tree(server_pid),
-            "postgres": lambda: process_tree(postmaster_pid),
-        }
-        self.start: dict[str, dict[int, float]] = {}
-        self.machine_start: Any = None
-        self.started_at = 0.0
-
-    def begin(self) -> None:
-        self.start = {name: cpu_seconds(procs()) for name, procs in self.groups.items()}
-        self.machine_start = psutil.cpu_times()
-        self.started_at = time.perf_counter()
-
-    def end(self) -> str:
-        """Cores kept busy by each group; "others" is everything else on the machine
-        (a test run next door shows up here and makes the numbers unreliable)."""
-        wall = time.perf_counter() - self.started_at
-        busy = {}
-        for name, procs in self.groups.items():
-            now = cpu_seconds(procs())
-            busy[name] = sum(total - self.start[name].get(pid, 0.0) for pid, total in now.items())
-        machine = psutil.cpu_times()
-        ours = sum(busy.values())
-        busy["others"] = machine_busy(machine) - machine_busy(self.machine_start) - ours
-        busy["steal"] = getattr(machine, "steal", 0.0) - getattr(self.machine_start, "steal", 0.0)
-        parts = [f"{name} {max(0.0, seconds) / wall:.2f}" for name, seconds in busy.items()]
-        line = f"cpu (cores busy of {psutil.cpu_count()}): " + ", ".join(parts)
-        if (busy["others"] + busy["steal"]) / wall > NOISY_CORES:
-            line += "\n  WARNING    other processes took CPU during this run; numbers are low"
-        return line
-
-
-def machine_busy(times: Any) -> float:
-    idle = times.idle + getattr(times, "iowait", 0.0) + getattr(times, "steal", 0.0)
-    guest = getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
-    return sum(times) - idle - guest  # guest time is already counted in user time
-
-
 # --- the database: environment, migrate, seed -------------------------------------------
-
-
-def prepare_environment() -> Path:
-    data_dir = Path(tempfile.mkdtemp(prefix="mnemo-bench-"))
-    # Registered before Django starts PostgreSQL, so it runs after pgserver's own atexit
-    # (which deletes only the postgres folder) and removes the rest of the data dir.
-    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
-    os.environ.pop("DATABASE_URL", None)
-    os.environ.update(
-        MNEMO_DATA_DIR=str(data_dir),
-        MNEMO_EMBEDDED_THROWAWAY="1",
-        MNEMO_API_RATE="1000000/s",
-        DJANGO_SETTINGS_MODULE="config.settings",
-        MNEMO_LOG_LEVEL="WARNING",
-    )
-    sys.path.insert(0, str(ROOT))
-    return data_dir
 
 
 def setup_django() -> None:
@@ -677,20 +585,6 @@ def report_renders(renders: Renders, cpu: str) -> float:
     return server_p95
 
 
-def print_machine() -> None:
-    from importlib.metadata import version
-
-    usable = len(os.sched_getaffinity(0))
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    print("Mnemo agent API benchmark")
-    print(f"machine    {os.cpu_count()} CPUs ({usable} usable), load average {load}")
-    print(f"           {platform.platform()}, {psutil.virtual_memory().total / 2**30:.1f} GiB RAM")
-    print(
-        f"software   Python {platform.python_version()}, gunicorn {version('gunicorn')}, "
-        f"Django {version('django')}, DRF {version('djangorestframework')}"
-    )
-
-
 def postgres_version() -> str:
     from django.db import connection
 
@@ -708,6 +602,17 @@ class Tokens:
     reader: str
 
 
+def server_meter(server: Server) -> CpuMeter:
+    """CPU of the client (this process), gunicorn (master and workers) and PostgreSQL."""
+    return CpuMeter(
+        {
+            "client": lambda: [psutil.Process()],
+            "gunicorn": lambda: process_tree(server.pid),
+            "postgres": lambda: process_tree(server.postmaster_pid),
+        }
+    )
+
+
 def bench_writes(server: Server, token: str, args: argparse.Namespace) -> list[str]:
     keys, summary = WriteKeys(), []
     for clients in args.clients:
@@ -716,10 +621,9 @@ def bench_writes(server: Server, token: str, args: argparse.Namespace) -> list[s
             f"after {args.warmup:g} s warm-up ({NEW_KEY_SHARE:.0%} new keys, rest replace)"
         )
         run_writers(server.port, token, keys, clients, args.warmup)
-        meter = CpuMeter(server.pid, server.postmaster_pid)
-        meter.begin()
-        tally, elapsed = run_writers(server.port, token, keys, clients, args.seconds)
-        rate, p95 = report_writes(tally, elapsed, meter.end())
+        with server_meter(server) as meter:
+            tally, elapsed = run_writers(server.port, token, keys, clients, args.seconds)
+        rate, p95 = report_writes(tally, elapsed, meter.line)
         summary.append(f"C={clients}: {rate:6.1f} req/s p95 {p95:6.2f} ms")
         if not tally.ok:
             raise AllFailed("every create_memory request failed")
@@ -732,10 +636,9 @@ def bench_renders(server: Server, token: str, args: argparse.Namespace) -> str:
         f"after {args.render_warmup} warm-up ({RENDER_PATH})"
     )
     run_renders(server.port, token, args.render_warmup)
-    meter = CpuMeter(server.pid, server.postmaster_pid)
-    meter.begin()
-    renders = run_renders(server.port, token, args.renders)
-    server_p95 = report_renders(renders, meter.end())
+    with server_meter(server) as meter:
+        renders = run_renders(server.port, token, args.renders)
+    server_p95 = report_renders(renders, meter.line)
     if not renders.tally.ok:
         raise AllFailed("every working-memory request failed")
     client_p95 = percentile(renders.tally.latencies_ms, 95)
@@ -831,8 +734,8 @@ def main() -> int:
     args = parse_args()
     if args.sweep:
         return sweep([arg for arg in sys.argv[1:] if arg != "--sweep"])
-    data_dir = prepare_environment()
-    print_machine()
+    data_dir = prepare_environment("mnemo-bench-", MNEMO_API_RATE="1000000/s")
+    print_machine("Mnemo agent API benchmark", ["gunicorn", "django", "djangorestframework"])
     tokens = seed()
     code, summary = bench_server(args.server, tokens, data_dir, args)
     print(f"\n=== summary\n  {summary}")

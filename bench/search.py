@@ -20,17 +20,12 @@ A benchmark reports, it does not gate: the exit code is 0 whether targets are me
 from __future__ import annotations
 
 import argparse
-import atexit
 import cProfile
 import logging
-import os
-import platform
 import pstats
 import random
 import re
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -49,9 +44,17 @@ ROOT = BENCH_DIR.parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != BENCH_DIR]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import (  # noqa: E402 - needs the project root on sys.path
+    CpuMeter,
+    percentile,
+    prepare_environment,
+    print_machine,
+    process_tree,
+    verdict,
+)
+
 TARGET_SEARCH_P95_MS = 15.0
 TARGET_INGEST_CHUNKS_PER_S = 500.0
-NOISY_CORES = 0.2  # CPU taken by other processes above which a result is flagged
 SEED = 20261121
 INSERT_BATCH = 2000
 
@@ -412,21 +415,8 @@ class TextMaker:
 # --- statistics and timers -------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile of an unsorted list (nan if empty)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * pct // 100))
-    return ordered[int(rank) - 1]
-
-
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT MET"
 
 
 @dataclass
@@ -489,86 +479,19 @@ class EmbedTimer:
         return taken
 
 
-def machine_busy(times: Any) -> float:
-    idle = times.idle + getattr(times, "iowait", 0.0) + getattr(times, "steal", 0.0)
-    guest = getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
-    return sum(times) - idle - guest
-
-
-def cpu_seconds(processes: list[psutil.Process]) -> dict[int, float]:
-    seconds = {}
-    for process in processes:
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        seconds[process.pid] = times.user + times.system
-    return seconds
-
-
-class CpuMeter:
-    """Cores kept busy over a window by this process and its children (Django, the
-    embedder), PostgreSQL and everything else on the machine (a test run next door makes
-    the numbers low)."""
-
-    def __init__(self, postmaster_pid: int) -> None:
-        def postgres() -> list[psutil.Process]:
-            try:
-                parent = psutil.Process(postmaster_pid)
-                return [parent, *parent.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                return []
-
-        def python() -> list[psutil.Process]:
-            server = {process.pid for process in postgres()}
-            me = psutil.Process()
-            children = [child for child in me.children(recursive=True) if child.pid not in server]
-            return [me, *children]
-
-        self.groups: dict[str, Callable[[], list[psutil.Process]]] = {
-            "python": python,
-            "postgres": postgres,
-        }
-
-    def __enter__(self) -> CpuMeter:
-        self.start = {name: cpu_seconds(procs()) for name, procs in self.groups.items()}
-        self.machine_start = psutil.cpu_times()
-        self.started_at = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        wall = time.perf_counter() - self.started_at
-        busy = {}
-        for name, procs in self.groups.items():
-            now = cpu_seconds(procs())
-            busy[name] = sum(total - self.start[name].get(pid, 0.0) for pid, total in now.items())
-        machine = psutil.cpu_times()
-        busy["others"] = (
-            machine_busy(machine) - machine_busy(self.machine_start) - sum(busy.values())
-        )
-        busy["steal"] = getattr(machine, "steal", 0.0) - getattr(self.machine_start, "steal", 0.0)
-        parts = [f"{name} {max(0.0, seconds) / wall:.2f}" for name, seconds in busy.items()]
-        self.line = f"cpu (cores busy of {psutil.cpu_count()}): " + ", ".join(parts)
-        if (busy["others"] + busy["steal"]) / wall > NOISY_CORES:
-            self.line += "\n  WARNING    other processes took CPU during this run; numbers are low"
-
-
 # --- the database ----------------------------------------------------------------------
 
 
-def prepare_environment() -> Path:
-    data_dir = Path(tempfile.mkdtemp(prefix="mnemo-bench-search-"))
-    # Registered before Django starts PostgreSQL, so it runs after pgserver's own atexit
-    # (which deletes only the postgres folder) and removes the rest of the data dir.
-    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
-    os.environ.pop("DATABASE_URL", None)
-    os.environ.update(
-        MNEMO_DATA_DIR=str(data_dir),
-        MNEMO_EMBEDDED_THROWAWAY="1",
-        DJANGO_SETTINGS_MODULE="config.settings",
-        MNEMO_LOG_LEVEL="WARNING",
-    )
-    return data_dir
+def local_meter(postmaster_pid: int) -> CpuMeter:
+    """CPU of this process and its children (Django, the embedder, stream processes) and
+    of PostgreSQL."""
+
+    def python() -> list[psutil.Process]:
+        server = {process.pid for process in process_tree(postmaster_pid)}
+        me = psutil.Process()
+        return [me, *(child for child in me.children(recursive=True) if child.pid not in server)]
+
+    return CpuMeter({"python": python, "postgres": lambda: process_tree(postmaster_pid)})
 
 
 def setup_django(*, migrate: bool = True) -> None:
@@ -794,7 +717,7 @@ def bench_search(corpus: Corpus, args: argparse.Namespace, postmaster_pid: int) 
     sql = SqlTimer(search_category)
     with connection.execute_wrapper(sql):
         run_searches(corpus, warmup, sql)
-        with CpuMeter(postmaster_pid) as meter:
+        with local_meter(postmaster_pid) as meter:
             run = run_searches(corpus, queries, sql)
     p95 = percentile(run.total_ms, 95)
     print(
@@ -927,7 +850,7 @@ def bench_ingest(corpus: Corpus, args: argparse.Namespace, postmaster_pid: int) 
         f"{args.max_words:,} words (3 warm-up first), each document_write then embed_chunks"
     )
     ingest(corpus, warmup)
-    with CpuMeter(postmaster_pid) as meter:
+    with local_meter(postmaster_pid) as meter:
         run = ingest(corpus, measured)
     total = run.write_s + run.embed_step_s
     rate = run.chunks / total
@@ -1009,7 +932,7 @@ def bench_streams(
         f"{args.documents} documents in all (each process warms up on 3 first)"
     )
     gate.wait()
-    with CpuMeter(postmaster_pid) as meter:
+    with local_meter(postmaster_pid) as meter:
         started = time.perf_counter()
         runs = [results.get() for _ in workers]
         elapsed = time.perf_counter() - started
@@ -1084,24 +1007,10 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def print_machine() -> None:
-    from importlib.metadata import version
-
-    usable = len(os.sched_getaffinity(0))
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    print("Mnemo search benchmark")
-    print(f"machine    {os.cpu_count()} CPUs ({usable} usable), load average {load}")
-    print(f"           {platform.platform()}, {psutil.virtual_memory().total / 2**30:.1f} GiB RAM")
-    print(
-        f"software   Python {platform.python_version()}, Django {version('django')}, "
-        f"psycopg {version('psycopg')}, pgvector-python {version('pgvector')}"
-    )
-
-
 def main() -> int:
     args = parse_args()
-    data_dir = prepare_environment()
-    print_machine()
+    data_dir = prepare_environment("mnemo-bench-search-")
+    print_machine("Mnemo search benchmark", ["django", "psycopg", "pgvector"])
     setup_django()
     from search.embeddings import get_embedder
 
