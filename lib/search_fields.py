@@ -3,13 +3,17 @@
 from django.db import models
 from pgvector.django import VectorField
 
+# Heavy columns that only search reads: the vector, and the tsvector that searchable models
+# generate from their text.
+SEARCH_COLUMNS = ("embedding", "search_vector")
+
 
 class WithoutSearchColumnsManager(models.Manager):
     """Rows without their vector and tsvector: pages and the API never need them, and
     parsing hundreds of vectors would slow every list (search/services.py asks for them)."""
 
     def get_queryset(self) -> models.QuerySet:
-        return super().get_queryset().defer("embedding", "search_vector")
+        return super().get_queryset().defer(*SEARCH_COLUMNS)
 
 
 class EmbeddingFields(models.Model):

@@ -27,14 +27,17 @@ latency (SearchLog) for the user's stats.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery
+from django.db import connection, transaction
 from django.db.models import Avg, Count, F, Func, Q, QuerySet, TextField, Value
 from django.utils import timezone
 from pgvector.django import CosineDistance
@@ -42,6 +45,7 @@ from pgvector.django import CosineDistance
 from context.models import DocumentChunk
 from context.workspace import IDENTITY_FILES
 from lib.errors import InvalidInput
+from lib.search_fields import SEARCH_COLUMNS
 from memory.models import Memory
 from memory.selectors import memory_list
 from search.embeddings import EmbeddingError, get_embedder
@@ -112,20 +116,23 @@ def search_memory(
     rows = memory_list(user=user, kind=kind)
     if tags:
         rows = rows.filter(tags__contains=[tag.lower() for tag in tags])
-    fused = _fuse(rows, query, text_column="value")
-    memories = Memory.objects.in_bulk(list(fused))
+    # Each side also reads what the ranking needs, so no candidate is fetched again.
+    fused, (updated_at, access_count) = _fuse(rows, query, "updated_at", "access_count")
     now = timezone.now()
-    hits = []
+    scored = []
     for pk, ranks in fused.items():
-        memory = memories[pk]
-        decay = _decay(now - memory.updated_at)
-        use_boost = 1 + settings.MNEMO_SEARCH_ACCESS_BOOST * memory.access_count
-        hits.append(MemoryHit(memory, ranks.fused * decay * use_boost, ranks, decay, use_boost))
-    hits.sort(key=lambda hit: (-hit.score, hit.memory.key))
-    hits = hits[:limit]
-    _record_access([hit.memory for hit in hits], now)
-    _log(user, tool, len(hits), started)
-    return hits
+        decay = _decay(now - updated_at[pk])
+        use_boost = 1 + settings.MNEMO_SEARCH_ACCESS_BOOST * access_count[pk]
+        scored.append((ranks.fused * decay * use_boost, pk, ranks, decay, use_boost))
+    scored.sort(key=lambda row: (-row[0], row[1]))
+    scored = scored[:limit]
+    with _bookkeeping():
+        memories = _count_use([pk for _, pk, *_ in scored], now)
+        _log(user, tool, len(scored), started)
+    return [
+        MemoryHit(memories[pk], score, ranks, decay, use_boost)
+        for score, pk, ranks, decay, use_boost in scored
+    ]
 
 
 def search_documents(
@@ -150,7 +157,7 @@ def search_documents(
     chunks = DocumentChunk.objects.filter(_document_scope(user, agent, all_agents, include_global))
     if path_prefix:
         chunks = chunks.filter(document__path__startswith=path_prefix)
-    fused = _fuse(chunks, query, text_column="text")
+    fused, _ = _fuse(chunks, query)
     rows = (
         DocumentChunk.objects.filter(pk__in=list(fused))
         .select_related("document")
@@ -175,7 +182,8 @@ def search_documents(
             best[chunk.document_id] = hit
     hits = sorted(best.values(), key=lambda hit: (-hit.score, hit.path))[:limit]
     if user is not None:
-        _log(user, tool, len(hits), started)
+        with _bookkeeping():
+            _log(user, tool, len(hits), started)
     return hits
 
 
@@ -190,34 +198,44 @@ def search_stats(*, user: AbstractBaseUser) -> dict[str, float | int]:
 # --- the two sides and their fusion ------------------------------------------------------
 
 
-def _fuse(rows: QuerySet, query: str, *, text_column: str) -> dict[int, Ranks]:
-    """Row id → ranks, for every row in either side's top candidates, best fused first."""
+def _fuse(
+    rows: QuerySet, query: str, *columns: str
+) -> tuple[dict[int, Ranks], list[dict[int, Any]]]:
+    """Row id → ranks for every row among either side's top candidates, best fused first;
+    and for each of `columns`, row id → that column's value."""
     candidates = settings.MNEMO_SEARCH_CANDIDATES
-    keyword_ids = _keyword_side(rows, query, candidates)
-    vector_ids = _vector_side(rows, query, candidates)
+    keyword_rows = _keyword_side(rows, query, candidates, columns)
+    vector_rows = _vector_side(rows, query, candidates, columns)
     k = settings.MNEMO_SEARCH_RRF_K
-    keyword_rank = {pk: rank for rank, pk in enumerate(keyword_ids, start=1)}
-    vector_rank = {pk: rank for rank, pk in enumerate(vector_ids, start=1)}
+    keyword_rank = {row[0]: rank for rank, row in enumerate(keyword_rows, start=1)}
+    vector_rank = {row[0]: rank for rank, row in enumerate(vector_rows, start=1)}
     fused = {}
-    for pk in dict.fromkeys([*keyword_ids, *vector_ids]):
+    for pk in dict.fromkeys([*keyword_rank, *vector_rank]):
         ranks = (keyword_rank.get(pk), vector_rank.get(pk))
         score = sum(1 / (k + rank) for rank in ranks if rank is not None)
         fused[pk] = Ranks(keyword_rank=ranks[0], vector_rank=ranks[1], fused=score)
-    return dict(sorted(fused.items(), key=lambda item: -item[1].fused))
+    values = [
+        {row[0]: row[i] for row in (*keyword_rows, *vector_rows)} for i, _ in enumerate(columns, 1)
+    ]
+    return dict(sorted(fused.items(), key=lambda item: -item[1].fused)), values
 
 
-def _keyword_side(rows: QuerySet, query: str, candidates: int) -> list[int]:
+def _keyword_side(
+    rows: QuerySet, query: str, candidates: int, columns: tuple[str, ...]
+) -> list[tuple]:
     words = AnyWordQuery(query, config="english")
     ranked = (
         rows.filter(search_vector=words)
         .annotate(rank=Func(F("search_vector"), words, function="ts_rank_cd"))
         .order_by("-rank", "pk")
-        .values_list("pk", flat=True)
+        .values_list("pk", *columns)
     )
     return list(ranked[:candidates])
 
 
-def _vector_side(rows: QuerySet, query: str, candidates: int) -> list[int]:
+def _vector_side(
+    rows: QuerySet, query: str, candidates: int, columns: tuple[str, ...]
+) -> list[tuple]:
     try:
         embedder = get_embedder()
         (vector,) = embedder.embed([query])
@@ -229,7 +247,7 @@ def _vector_side(rows: QuerySet, query: str, candidates: int) -> list[int]:
         rows.filter(embedding_model=embedder.model, embedding__isnull=False)
         .annotate(distance=CosineDistance("embedding", vector))
         .order_by("distance", "pk")
-        .values_list("pk", flat=True)
+        .values_list("pk", *columns)
     )
     return list(nearest[:candidates])
 
@@ -277,16 +295,37 @@ def _decay(age: datetime.timedelta) -> float:
     return 1 / (1 + settings.MNEMO_SEARCH_DECAY_PER_DAY * age_days)
 
 
-def _record_access(memories: list[Memory], now: datetime.datetime) -> None:
-    """One UPDATE for all hits; the returned rows show the counts after it."""
-    if not memories:
-        return
-    Memory.objects.filter(pk__in=[memory.pk for memory in memories]).update(
-        access_count=F("access_count") + 1, last_accessed_at=now
+@contextlib.contextmanager
+def _bookkeeping() -> Iterator[None]:
+    """One transaction for a search's access counts and log row, committed without waiting
+    for the disk: a crash of the machine (not of PostgreSQL) may lose the last fraction of a
+    second of counts and logs, never a memory, and no search waits for a flush. Inside a
+    caller's transaction it is only a savepoint and leaves their commit durable."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if outermost:
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
+        yield
+
+
+def _count_use(ids: list[int], now: datetime.datetime) -> dict[int, Memory]:
+    """Count a use of each hit in one UPDATE, which returns the rows as they are after it
+    (without their vector and tsvector, as Memory.objects reads them)."""
+    if not ids:
+        return {}
+    columns = ", ".join(
+        connection.ops.quote_name(field.column)
+        for field in Memory._meta.concrete_fields
+        if field.name not in SEARCH_COLUMNS
     )
-    for memory in memories:
-        memory.access_count += 1
-        memory.last_accessed_at = now
+    table = connection.ops.quote_name(Memory._meta.db_table)
+    updated = Memory.objects.raw(
+        f"UPDATE {table} SET access_count = access_count + 1, last_accessed_at = %s "  # noqa: S608 - names from the model
+        f"WHERE id = ANY(%s) RETURNING {columns}",
+        [now, ids],
+    )
+    return {memory.pk: memory for memory in updated}
 
 
 def _check(query: object, limit: object) -> tuple[str, int]:

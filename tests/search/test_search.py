@@ -3,7 +3,7 @@
 import datetime
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -122,9 +122,9 @@ def test_fresher_and_more_used_memories_rank_higher(alice):
     Memory.objects.filter(key="fact:city-a").update(updated_at=timezone.now(), access_count=40)
     boosted = search_memory(user=alice, query="flat white coffee")
     assert keys(boosted)[0] == "fact:city-a"
-    assert boosted[0].use_boost == pytest.approx(1 + 0.05 * 41) or boosted[0].use_boost == (
-        pytest.approx(1 + 0.05 * 40)
-    )
+    # Ranked by the count before this search; the hit shows the count after it.
+    assert boosted[0].use_boost == pytest.approx(1 + 0.05 * 40)
+    assert boosted[0].memory.access_count == 41
 
 
 def test_hits_count_as_a_use_in_one_statement(corpus):
@@ -142,6 +142,36 @@ def test_hits_count_as_a_use_in_one_statement(corpus):
     assert refund.access_count == 1
     assert refund.last_accessed_at is not None
     assert Memory.objects.get(key="fact:hobby").access_count == 0
+
+
+def synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_counts_and_log_skip_the_flush_but_a_callers_transaction_keeps_it(alice):
+    remember(alice)
+    with CaptureQueriesContext(connection) as queries:
+        hits = search_memory(user=alice, query="green tea", limit=2)
+    sql = [q["sql"] for q in queries]
+    relaxed = sql.index("SET LOCAL synchronous_commit = off")
+    assert relaxed < min(
+        i
+        for i, s in enumerate(sql)
+        if s.startswith(('UPDATE "user_context"', 'INSERT INTO "search_searchlog"'))
+    )
+    assert hits[0].memory.access_count == 1
+    assert SearchLog.objects.filter(user=alice).count() == 1
+    assert synchronous_commit() == "on"  # SET LOCAL ended with the search's transaction
+
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as queries:
+            search_memory(user=alice, query="green tea", limit=2)
+        assert synchronous_commit() == "on"  # the caller's commit still waits for the disk
+    assert not any("synchronous_commit" in q["sql"] for q in queries)
+    assert Memory.objects.get(key="preference:tea").access_count == 2
 
 
 def test_kind_and_tags_filter(alice):
