@@ -617,7 +617,7 @@ def seed(users: int, entries: int, maker: TextMaker) -> Corpus:
         f"set ages {timings['ages']:.1f} s,\n"
         f"           embed {done:,} rows {timings['embed']:.1f} s "
         f"(the model {timings['embed_model']:.1f} s; the rest is embed_memories reading rows and "
-        f"one UPDATE per row),\n           VACUUM ANALYZE {timings['vacuum']:.1f} s; "
+        f"storing the vectors),\n           VACUUM ANALYZE {timings['vacuum']:.1f} s; "
         f"table with its indexes {size}"
     )
     return corpus
@@ -886,7 +886,7 @@ def print_split(run: IngestRun, total: float) -> None:
     for label, seconds in (
         ("write: chunk + insert (document_write transaction)", run.write_s),
         ("embedding (the model)", run.model_s),
-        (f"vector UPDATEs ({run.updates:,} statements)", run.update_s),
+        (f"vector UPDATEs ({run.updates:,} pipelined batches)", run.update_s),
         ("embed_chunks rest (read rows, hash, commit)", rest),
     ):
         print(

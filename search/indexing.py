@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 
 from context.models import Document, DocumentChunk
@@ -117,14 +117,34 @@ def _embed(model_class, rows: QuerySet, embedder: Embedder, *, text_of, field: s
         todo = [row for row in batch if not _is_current(row, text_of(row), embedder.model)]
         if not todo:
             continue
-        vectors = embedder.embed([text_of(row) for row in todo])
-        with transaction.atomic():
-            for row, vector in zip(todo, vectors, strict=True):
-                text = text_of(row)
-                done += model_class.objects.filter(pk=row.pk, **{field: text}).update(
-                    embedding=vector, embedding_model=embedder.model, embedded_hash=text_hash(text)
-                )
+        texts = [text_of(row) for row in todo]
+        vectors = embedder.embed(texts)
+        done += _store_vectors(model_class, field, todo, texts, vectors, embedder.model)
     return done
+
+
+def _store_vectors(
+    model_class, field: str, rows: list, texts: list[str], vectors: list, model: str
+) -> int:
+    """Store each row's vector where the row still holds the text embedded; return how many.
+
+    One UPDATE per row (each row has its own vector and guard), sent together: psycopg
+    pipelines executemany, where the ORM's update() would wait for each in turn.
+    """
+    quote = connection.ops.quote_name
+    vector_field = model_class._meta.get_field("embedding")
+    update = (
+        f"UPDATE {quote(model_class._meta.db_table)} "  # noqa: S608 - names from the model
+        "SET embedding = %s, embedding_model = %s, embedded_hash = %s "
+        f"WHERE id = %s AND {quote(model_class._meta.get_field(field).column)} = %s"
+    )
+    params = [
+        (vector_field.get_db_prep_save(vector, connection), model, text_hash(text), row.pk, text)
+        for row, text, vector in zip(rows, texts, vectors, strict=True)
+    ]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.executemany(update, params)
+        return cursor.rowcount
 
 
 def _is_current(row: Memory | DocumentChunk, text: str, model: str) -> bool:

@@ -344,3 +344,29 @@ def test_a_task_for_a_deleted_row_does_nothing(local_provider, alice):
     assert embed_document(document.pk) == 0
     assert not DocumentChunk.objects.exists()
     assert Memory.objects.filter(embedding__isnull=False).count() == 0
+
+
+def test_a_value_rewritten_while_it_is_embedded_keeps_no_stale_vector(local_provider, alice):
+    write_rows(alice)
+    embedder = get_embedder()
+    embed = embedder.embed
+
+    def embed_while_the_user_rewrites_tea(texts):
+        vectors = embed(texts)  # the task has read the old value and embedded it ...
+        memory_upsert(  # ... when a newer value commits
+            user=alice, key="preference:tea", value="Now drinks oolong", actor=Actor.for_user(alice)
+        )
+        return vectors
+
+    embedder.embed = embed_while_the_user_rewrites_tea
+    try:
+        stored = indexing.embed_memories(Memory.objects.filter(user=alice), embedder)
+    finally:
+        del embedder.embed
+
+    assert stored == len(MEMORIES) - 1
+    tea = Memory.objects.get(key="preference:tea")
+    assert tea.embedding is None  # the old value's vector was not stored over the new value
+    others = list(Memory.objects.exclude(pk=tea.pk).order_by("key"))
+    assert_vectors(others, embedder.embed([memory.value for memory in others]))
+    assert models_of(others) == [embedder.model] * (len(MEMORIES) - 1)
