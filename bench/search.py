@@ -764,6 +764,169 @@ def bench_search(corpus: Corpus, args: argparse.Namespace, postmaster_pid: int) 
     return p95
 
 
+# --- the vector side: exact scan or an HNSW index ----------------------------------------
+
+HNSW_INDEX = "bench_user_context_hnsw"
+
+
+@dataclass
+class VectorPlan:
+    """One way to find a user's nearest rows: session settings and the statement."""
+
+    label: str
+    settings: dict[str, str]
+    sql: str
+    ms: list[float] = field(default_factory=list)
+    returned: list[int] = field(default_factory=list)
+    recall: list[float] = field(default_factory=list)
+    recall_10: list[float] = field(default_factory=list)
+    plan: str = ""
+
+
+def vector_plans(dimensions: int) -> list[VectorPlan]:
+    """Exact (the service's query: the user's rows through the (user, embedding_model) btree,
+    sorted by distance) and the HNSW index with the user filter, as pgvector runs it by
+    default and with an iterative scan. The HNSW plans turn sorting off so the planner
+    walks the index (with the user filter it would rather not; that choice is printed)."""
+    where = "user_id = %(user)s AND embedding_model = %(model)s AND embedding IS NOT NULL"
+    exact = (
+        f"SELECT id FROM user_context WHERE {where} "  # noqa: S608 - constant SQL
+        "ORDER BY embedding <=> %(vector)s::vector, id LIMIT %(limit)s"
+    )
+    distance = f"embedding::vector({dimensions}) <=> %(vector)s::vector({dimensions})"
+    approximate = (
+        f"SELECT id FROM user_context WHERE {where} "  # noqa: S608 - constant SQL
+        f"ORDER BY {distance} LIMIT %(limit)s"
+    )
+    # relaxed_order may return rows slightly out of order; pgvector's docs re-sort them.
+    relaxed = (
+        "WITH nearest AS MATERIALIZED ("  # noqa: S608 - constant SQL
+        f"SELECT id, {distance} AS distance FROM user_context WHERE {where} "
+        "ORDER BY distance LIMIT %(limit)s) SELECT id FROM nearest ORDER BY distance"
+    )
+    forced = {"enable_sort": "off", "enable_seqscan": "off", "enable_bitmapscan": "off"}
+    return [
+        VectorPlan("exact scan of the user's rows (what search does)", {}, exact),
+        VectorPlan("HNSW, pgvector defaults (ef_search 40)", forced, approximate),
+        VectorPlan(
+            "HNSW, hnsw.iterative_scan = relaxed_order",
+            {**forced, "hnsw.iterative_scan": "relaxed_order"},
+            relaxed,
+        ),
+        VectorPlan(
+            "HNSW, hnsw.iterative_scan = strict_order",
+            {**forced, "hnsw.iterative_scan": "strict_order"},
+            approximate,
+        ),
+    ]
+
+
+def vector_text(vector: Sequence[float]) -> str:
+    return "[" + ",".join(f"{value:.8g}" for value in vector) + "]"
+
+
+PLAN_NODE = re.compile(r"^\s*(?:->\s*)?([A-Z][^(]*?)\s*\(cost")
+
+
+def plan_nodes(cursor: Any, plan: VectorPlan, params: dict[str, Any]) -> str:
+    """The plan's nodes, outermost first: "Limit > Sort > Bitmap Heap Scan on user_context"."""
+    for name, value in plan.settings.items():
+        cursor.execute(f"SET {name} = {value}")
+    try:
+        cursor.execute(f"EXPLAIN {plan.sql}", params)
+        lines = [row[0] for row in cursor.fetchall()]
+    finally:
+        for name in plan.settings:
+            cursor.execute(f"RESET {name}")
+    return " > ".join(match[1] for line in lines if (match := PLAN_NODE.match(line)))
+
+
+def run_vector_plan(cursor: Any, plan: VectorPlan, params: dict[str, Any]) -> list[int]:
+    for name, value in plan.settings.items():
+        cursor.execute(f"SET {name} = {value}")
+    try:
+        started = time.perf_counter()
+        cursor.execute(plan.sql, params)
+        ids = [row[0] for row in cursor.fetchall()]
+        plan.ms.append((time.perf_counter() - started) * 1000)
+    finally:
+        for name in plan.settings:
+            cursor.execute(f"RESET {name}")
+    return ids
+
+
+def bench_vector_index(corpus: Corpus, args: argparse.Namespace) -> None:
+    """Recall and latency of each VectorPlan over the same queries, against the exact one,
+    with an HNSW index built for the comparison and dropped afterwards."""
+    from django.conf import settings
+    from django.db import connection
+
+    from search.embeddings import get_embedder
+
+    limit = settings.MNEMO_SEARCH_CANDIDATES
+    rng = random.Random(SEED + 3)  # noqa: S311 - reproducible test data, not a secret
+    questions = [(rng.choice(corpus.users), corpus.maker.question()) for _ in range(args.vector)]
+    vectors = get_embedder().embed([question for _, question in questions])
+    queries = [
+        {"user": user.pk, "model": corpus.embed_model, "vector": vector_text(v), "limit": limit}
+        for (user, _), v in zip(questions, vectors, strict=True)
+    ]
+    plans = vector_plans(len(vectors[0]))
+    print(
+        f"\nvector side: exact scan or an HNSW index, {len(queries)} queries over random "
+        f"users, top {limit} (MNEMO_SEARCH_CANDIDATES), query embedding not timed"
+    )
+    with connection.cursor() as cursor:
+        build_hnsw(cursor, len(vectors[0]))
+        try:
+            for plan in plans:
+                plan.plan = plan_nodes(cursor, plan, queries[0])
+            for query in queries[:20]:  # warm-up, not kept
+                for plan in plans:
+                    run_vector_plan(cursor, plan, query)
+                    plan.ms.clear()
+            for query in queries:  # interleaved, so drift in the machine's speed hits all alike
+                truth = run_vector_plan(cursor, plans[0], query)
+                for plan in plans:
+                    found = truth if plan is plans[0] else run_vector_plan(cursor, plan, query)
+                    plan.returned.append(len(found))
+                    plan.recall.append(overlap(found, truth))
+                    plan.recall_10.append(overlap(found[:10], truth[:10]))
+        finally:
+            cursor.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
+    print(f"  {'plan':50} {'rows':>6} {'recall':>7} {'@10':>6} {'p50 ms':>8} {'p95 ms':>8}")
+    for plan in plans:
+        print(
+            f"  {plan.label:50} {mean(plan.returned):6.1f} {mean(plan.recall):7.2f} "
+            f"{mean(plan.recall_10):6.2f} {percentile(plan.ms, 50):8.2f} "
+            f"{percentile(plan.ms, 95):8.2f}"
+        )
+    print("  plans (the exact one as the planner picks it with the HNSW index present):")
+    for plan in plans:
+        print(f"    {plan.label}: {plan.plan}")
+
+
+def build_hnsw(cursor: Any, dimensions: int) -> None:
+    started = time.perf_counter()
+    cursor.execute("SET maintenance_work_mem = '1GB'")
+    cursor.execute(
+        f"CREATE INDEX {HNSW_INDEX} ON user_context USING hnsw "
+        f"((embedding::vector({dimensions})) vector_cosine_ops)"
+    )
+    cursor.execute("RESET maintenance_work_mem")
+    cursor.execute("ANALYZE user_context")
+    size = sql_value(f"SELECT pg_size_pretty(pg_relation_size('{HNSW_INDEX}'))")
+    print(
+        f"  index      HNSW (m 16, ef_construction 64) over every row, built in "
+        f"{time.perf_counter() - started:.1f} s, {size}"
+    )
+
+
+def overlap(found: Sequence[int], truth: Sequence[int]) -> float:
+    """Recall: the share of the exact answer's rows that were found."""
+    return len(set(found) & set(truth)) / len(truth) if truth else 1.0
+
+
 # --- ingest ----------------------------------------------------------------------------
 
 
@@ -1006,6 +1169,12 @@ def parse_args() -> argparse.Namespace:
         default=[2],
         help="also ingest with N processes at once, comma-separated (default 2; 0 for none)",
     )
+    parser.add_argument(
+        "--vector",
+        type=int,
+        default=300,
+        help="queries comparing the exact vector scan with an HNSW index (0: skip; default 300)",
+    )
     parser.add_argument("--profile", action="store_true", help="add cProfile passes")
     return parser.parse_args()
 
@@ -1022,6 +1191,8 @@ def main() -> int:
     postmaster_pid = int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
     corpus = seed(args.users, args.entries, TextMaker(SEED))
     p95 = bench_search(corpus, args, postmaster_pid)
+    if args.vector > 0:
+        bench_vector_index(corpus, args)
     rates = bench_ingest(corpus, args, postmaster_pid)
     streams = [1, *(n for n in args.streams if n > 0)]
     ingest = ", ".join(

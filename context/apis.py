@@ -15,9 +15,10 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from context import services
-from context.paths import MAX_PATH_LENGTH
+from context.paths import MAX_PATH_LENGTH, normalize_folder
 from context.workspace import (
     Caller,
+    shown_path,
     workspace_append,
     workspace_append_daily,
     workspace_delete,
@@ -39,19 +40,27 @@ MAX_TREE_DEPTH = 10
 SCOPES = ["user", "agent", "global"]
 PATH_HELP = (
     "A relative path such as notes/ideas.md or daily/2026-11-21.md: no leading '/', no '.' "
-    "or '..' segments, no '//', backslashes or control characters, at most "
-    f"{MAX_PATH_LENGTH} characters. AGENT_MEMORY.md is always your own private notes."
+    "or '..' segments, no '//', backslashes, control characters or look-alike characters, "
+    f"at most {MAX_PATH_LENGTH} characters. agents/<your agent name>/ is your private folder "
+    "(other agents cannot see it; the user can), and AGENT_MEMORY.md is short for "
+    "agents/<your agent name>/AGENT_MEMORY.md."
 )
 SCOPE_HELP = (
     "user: the user's documents; agent: private to the calling agent; global: the "
     "company's documents (read-only for agent tokens)."
 )
+PLACES_HELP = (
+    " Agent tokens write in the user's documents, or in their private folder "
+    "agents/<agent name>/; company documents are never changed by an agent (writing at "
+    "one's path gives the user their own document there). System tokens work in the "
+    "company documents only."
+)
 DOCUMENT_ERRORS = {
     403: error_response(
-        "A company (global) document, which agent tokens may read but not change; or a tool "
-        "that needs an agent token called with a system token.",
+        "Another agent's private folder; deleting a company (global) document, which agent "
+        "tokens may only read; or a tool that needs an agent token called with a system token.",
         "forbidden",
-        "'handbook.md' is a company document: agents can read it but not change it.",
+        "'handbook.md' is a company document: agents can read it but not delete it.",
         "path",
     ),
     404: error_response("No document at that path.", "not_found", "No document at 'x.md'.", "path"),
@@ -198,12 +207,12 @@ class WorkspaceToolApi(ToolApi):
         return Caller.for_agent(self.request.auth.agent)
 
 
-def _written(document: Document, version_id: int) -> dict[str, Any]:
+def _written(caller: Caller, document: Document) -> dict[str, Any]:
     body = {
-        "path": document.path,
+        "path": shown_path(caller, document),
         "scope": document.scope,
         "size": len(document.body),
-        "version_id": version_id,
+        "version_id": document.written_version.pk,
         "updated_at": document.updated_at,
     }
     return WrittenSerializer(body).data
@@ -223,7 +232,15 @@ class DocumentReadApi(WorkspaceToolApi):
     )
     def post(self, request: Request) -> Response:
         path = self.validated(PathInput)["path"]
-        return Response(DocumentSerializer(workspace_read(caller=self.caller(), path=path)).data)
+        caller = self.caller()
+        document = workspace_read(caller=caller, path=path)
+        body = {
+            "path": shown_path(caller, document),
+            "scope": document.scope,
+            "body": document.body,
+            "updated_at": document.updated_at,
+        }
+        return Response(DocumentSerializer(body).data)
 
 
 class DocumentWriteApi(WorkspaceToolApi):
@@ -232,7 +249,7 @@ class DocumentWriteApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="Create or replace a document",
         description="Write the whole body of the document at path, creating it if new. "
-        "The previous body stays in the document's history, so the user can undo it.",
+        "The previous body stays in the document's history, so the user can undo it." + PLACES_HELP,
         request=WriteInput,
         responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
         examples=[
@@ -246,7 +263,8 @@ class DocumentWriteApi(WorkspaceToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(WriteInput)
-        return Response(_written(*workspace_write(caller=self.caller(), **data)))
+        caller = self.caller()
+        return Response(_written(caller, workspace_write(caller=caller, **data)))
 
 
 class DocumentAppendApi(WorkspaceToolApi):
@@ -255,7 +273,7 @@ class DocumentAppendApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="Add to the end of a document",
         description="Add content on a new line at the end of the document, creating it if "
-        "new. Safe when several agents append at once: no line is lost.",
+        "new. Safe when several agents append at once: no line is lost." + PLACES_HELP,
         request=AppendInput,
         responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
         examples=[
@@ -268,7 +286,8 @@ class DocumentAppendApi(WorkspaceToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(AppendInput)
-        return Response(_written(*workspace_append(caller=self.caller(), **data)))
+        caller = self.caller()
+        return Response(_written(caller, workspace_append(caller=caller, **data)))
 
 
 class DocumentTreeApi(WorkspaceToolApi):
@@ -277,7 +296,8 @@ class DocumentTreeApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="List folders and documents",
         description="What is under path (default: the top level) down to depth levels "
-        "(default 1), like `ls`. Folders exist while documents live in them.",
+        "(default 1), like `ls`. Folders exist while documents live in them. Your private "
+        "folder agents/<your agent name>/ is listed with the user's documents.",
         request=TreeInput,
         responses={200: TreeSerializer, **document_errors(400, 401, 404, 413, 429)},
         examples=[
@@ -287,8 +307,9 @@ class DocumentTreeApi(WorkspaceToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(TreeInput)
-        entries = workspace_tree(caller=self.caller(), path=data["path"], depth=data["depth"])
-        body = {"path": data["path"].rstrip("/"), "depth": data["depth"], "entries": entries}
+        folder = normalize_folder(data["path"])
+        entries = workspace_tree(caller=self.caller(), path=folder, depth=data["depth"])
+        body = {"path": folder, "depth": data["depth"], "entries": entries}
         return Response(TreeSerializer(body).data)
 
 
@@ -307,8 +328,9 @@ class DocumentDeleteApi(WorkspaceToolApi):
     )
     def post(self, request: Request) -> Response:
         path = self.validated(PathInput)["path"]
-        version = workspace_delete(caller=self.caller(), path=path)
-        body = {"deleted": True, "path": version.path, "version_id": version.pk}
+        caller = self.caller()
+        version = workspace_delete(caller=caller, path=path)
+        body = {"deleted": True, "path": shown_path(caller, version), "version_id": version.pk}
         return Response(DeletedSerializer(body).data)
 
 
@@ -327,7 +349,8 @@ class DailyAppendApi(WorkspaceToolApi):
     )
     def post(self, request: Request) -> Response:
         content = self.validated(ContentInput)["content"]
-        return Response(_written(*workspace_append_daily(caller=self.caller(), content=content)))
+        caller = self.caller()
+        return Response(_written(caller, workspace_append_daily(caller=caller, content=content)))
 
 
 class AgentMemoryAppendApi(ToolApi):
@@ -335,8 +358,9 @@ class AgentMemoryAppendApi(ToolApi):
         operation_id="append_agent_memory",
         tags=[TOOL_TAG],
         summary="Add to your private notes about this user",
-        description="Adds a line to AGENT_MEMORY.md, your own notes on working with this "
-        "user. Other agents cannot read them; the user can. Needs an agent token.",
+        description="Adds a line to agents/<your agent name>/AGENT_MEMORY.md, your own "
+        "notes on working with this user. Other agents cannot read them; the user can. "
+        "Needs an agent token.",
         request=ContentInput,
         responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
         examples=[
@@ -349,9 +373,11 @@ class AgentMemoryAppendApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         content = self.validated(ContentInput)["content"]
-        agent = request.auth.agent
-        document = services.append_agent_memory(agent=agent, content=content, actor=self.actor())
-        return Response(_written(document, services.document_latest_version_id(document)))
+        caller = Caller.for_agent(request.auth.agent)
+        document = services.append_agent_memory(
+            agent=caller.agent, content=content, actor=caller.actor
+        )
+        return Response(_written(caller, document))
 
 
 class AgentMemoryGetApi(ToolApi):
@@ -359,17 +385,18 @@ class AgentMemoryGetApi(ToolApi):
         operation_id="agent_memory_get",
         tags=[TOOL_TAG],
         summary="Read your private notes about this user",
-        description="Your AGENT_MEMORY.md; exists is false and content empty until you "
-        "first append. Needs an agent token.",
+        description="Your agents/<your agent name>/AGENT_MEMORY.md; exists is false and "
+        "content empty until you first append. Needs an agent token.",
         request={"application/json": NO_ARGUMENTS},
         responses={200: AgentMemorySerializer, **document_errors(400, 401, 403, 413, 429)},
         examples=[OpenApiExample("Read", value={}, request_only=True)],
     )
     def post(self, request: Request) -> Response:
         self.validated(NoInput)
-        document = services.agent_memory_get(agent=request.auth.agent)
+        caller = Caller.for_agent(request.auth.agent)
+        document = services.agent_memory_get(agent=caller.agent)
         body = {
-            "path": services.AGENT_MEMORY_PATH,
+            "path": f"{caller.private_folder}{services.AGENT_MEMORY_PATH}",
             "exists": document is not None,
             "content": document.body if document else "",
             "updated_at": document.updated_at if document else None,

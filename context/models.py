@@ -45,6 +45,10 @@ class Document(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # Not a column: on the instance a context service returns after a change, the version
+    # that change wrote (the id to undo it by, whatever other writers did since).
+    written_version: "DocumentVersion | None" = None
+
     class Meta:
         ordering = ["path"]
         constraints = [
@@ -75,9 +79,13 @@ class Document(models.Model):
     @property
     def scope(self) -> str:
         """One of "global", "user" (the user's own) or "agent" (private to one agent)."""
-        if self.user_id is None:
+        return self.scope_of(user_id=self.user_id, agent_id=self.agent_id)
+
+    @staticmethod
+    def scope_of(*, user_id: int | None, agent_id: int | None) -> str:
+        if user_id is None:
             return "global"
-        return "user" if self.agent_id is None else "agent"
+        return "user" if agent_id is None else "agent"
 
 
 class VersionAction(models.TextChoices):

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from activity import events
 from context.models import Document, DocumentVersion, VersionAction
-from context.paths import normalize_path
+from context.paths import InvalidPath, normalize_folder, normalize_path
 from lib.errors import Conflict, InvalidInput, NotFound
 from memory.models import Memory
 from profiles.services import agent_check_owner, check_agents_may_write
@@ -36,11 +36,14 @@ MAX_BODY_BYTES = 1_048_576
 MEMORY_PATH = "MEMORY.md"
 AGENT_MEMORY_PATH = "AGENT_MEMORY.md"
 DAILY_FOLDER = "daily"
+# In a user's scope, agents/<name>/ is how agents address their private documents
+# (context/workspace.py), so the user's own documents may not live there.
+AGENTS_FOLDER = "agents"
 
 
 @dataclass(frozen=True)
 class TreeEntry:
-    """One line of a document_tree listing: a folder or a file under the listed path."""
+    """One line of a tree listing: a folder or a file under the listed path."""
 
     path: str
     name: str
@@ -50,6 +53,17 @@ class TreeEntry:
     document_id: int | None = None
     size: int | None = None  # characters, files only
     updated_at: datetime.datetime | None = None
+
+
+@dataclass(frozen=True)
+class TreeRow:
+    """A document as a tree listing takes it: where it shows and what it is."""
+
+    path: str
+    scope: str
+    document_id: int
+    size: int
+    updated_at: datetime.datetime
 
 
 def document_write(
@@ -69,7 +83,7 @@ def document_write(
     existing document is a Conflict too (atomic, unlike checking first).
     """
     scope = _scope(user, agent)
-    path = normalize_path(path)
+    path = _writable_path(user, agent, path)
     content = _clean_content(content)
     with transaction.atomic():
         check_agents_may_write(user=user, actor=actor)
@@ -104,7 +118,7 @@ def document_append(
     falls back to the row the winner inserted (unique scope + path).
     """
     scope = _scope(user, agent)
-    path = normalize_path(path)
+    path = _writable_path(user, agent, path)
     content = _clean_content(content)
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
@@ -152,21 +166,38 @@ def document_tree(
     NotFound when path is given and no document lives under it.
     """
     scope = _scope(user, agent)
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise InvalidInput("Depth must be a whole number of at least 1.", field="depth")
-    if not isinstance(path, str):
-        raise InvalidInput("Path must be text.", field="path")
-    path = path.rstrip("/")
-    prefix = f"{normalize_path(path)}/" if path else ""
+    folder = normalize_folder(path)
+    prefix = f"{folder}/" if folder else ""
     rows = (
         Document.objects.filter(**scope, path__startswith=prefix)
         .annotate(size=Length("body"))
         .values_list("pk", "path", "size", "updated_at")
     )
-    scope_name = _scope_name(user, agent)
+    scope_name = Document.scope_of(
+        user_id=user.pk if user else None, agent_id=agent.pk if agent else None
+    )
+    entries = tree_entries(
+        [TreeRow(path, scope_name, pk, size, updated_at) for pk, path, size, updated_at in rows],
+        folder=folder,
+        depth=depth,
+    )
+    if folder and not entries:
+        raise NotFound(f"No folder '{folder}'.", field="path")
+    return entries
+
+
+def tree_entries(rows: list[TreeRow], *, folder: str, depth: int) -> list[TreeEntry]:
+    """The folders and files that rows under `folder` (normalized, "" for the top) make,
+    down to depth levels, sorted as `ls -R` would list them. A folder takes the scope of
+    the first row inside it."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InvalidInput("Depth must be a whole number of at least 1.", field="depth")
+    prefix = f"{folder}/" if folder else ""
     entries: dict[tuple[str, str], TreeEntry] = {}  # a file 'a' and a folder 'a' may both exist
-    for pk, full_path, size, updated_at in rows:
-        parts = full_path[len(prefix) :].split("/")
+    for row in rows:
+        if not row.path.startswith(prefix):
+            continue
+        parts = row.path[len(prefix) :].split("/")
         for level in range(min(depth, len(parts))):
             entry_path = prefix + "/".join(parts[: level + 1])
             if level == len(parts) - 1:
@@ -175,10 +206,10 @@ def document_tree(
                     name=parts[level],
                     kind="file",
                     depth=level + 1,
-                    scope=scope_name,
-                    document_id=pk,
-                    size=size,
-                    updated_at=updated_at,
+                    scope=row.scope,
+                    document_id=row.document_id,
+                    size=row.size,
+                    updated_at=row.updated_at,
                 )
             else:
                 entries.setdefault(
@@ -188,11 +219,9 @@ def document_tree(
                         name=parts[level],
                         kind="folder",
                         depth=level + 1,
-                        scope=scope_name,
+                        scope=row.scope,
                     ),
                 )
-    if prefix and not entries:
-        raise NotFound(f"No folder '{path}'.", field="path")
     return sorted(entries.values(), key=lambda entry: (entry.path.split("/"), entry.kind))
 
 
@@ -342,10 +371,24 @@ def _scope(user: AbstractBaseUser | None, agent: Agent | None) -> dict[str, obje
     return {"user": user, "agent": agent}
 
 
-def _scope_name(user: AbstractBaseUser | None, agent: Agent | None) -> str:
-    if user is None:
-        return "global"
-    return "user" if agent is None else "agent"
+def _writable_path(user: AbstractBaseUser | None, agent: Agent | None, path: object) -> str:
+    """The normalized path, unless it is where the user's agents keep their own notes."""
+    path = normalize_path(path)
+    if user is None or agent is not None:
+        return path
+    if path.split("/", 1)[0] == AGENTS_FOLDER:
+        raise InvalidPath(
+            "reserved",
+            f"'{AGENTS_FOLDER}/' is where your agents keep their private documents; to write "
+            "there, choose that agent's notes as the place, or use another folder.",
+        )
+    if path == AGENT_MEMORY_PATH:
+        raise InvalidPath(
+            "reserved",
+            f"{AGENT_MEMORY_PATH} is each agent's own notes; choose that agent's notes as the "
+            "place, or another name.",
+        )
+    return path
 
 
 def _clean_content(content: object) -> str:
@@ -377,6 +420,7 @@ def _record(document: Document, *, action: VersionAction, actor: Actor) -> Docum
         body=document.body,
         **actor.as_fields(),
     )
+    document.written_version = version
     events.document_written(
         user=document.user if document.user_id else None,
         actor=actor,

@@ -25,7 +25,7 @@ from activity.actors import Actor, ActorKind
 from context import selectors, services
 from context.forms import DailyLineForm, DocumentCreateForm, DocumentEditForm, add_service_error
 from context.models import Document, DocumentVersion, VersionAction
-from context.paths import MAX_PATH_LENGTH, normalize_path
+from context.paths import MAX_PATH_LENGTH, normalize_folder, normalize_path
 from context.selectors import MINE, Scope
 from lib.errors import Conflict, NotFound, ServiceError
 from lib.markdown import render_markdown
@@ -346,10 +346,10 @@ def document_page(request: HttpRequest, scope: str, path: str) -> TemplateRespon
 def folder_page(request: HttpRequest, scope: str, path: str) -> TemplateResponse:
     found = _get_scope_for_user(request.user, scope)
     try:
-        entries = services.document_tree(user=found.user, agent=found.agent, path=path)
+        folder = normalize_folder(path)
+        entries = services.document_tree(user=found.user, agent=found.agent, path=folder)
     except ServiceError as error:
         raise Http404("No such folder.") from error
-    folder = entries[0].path.rsplit("/", 1)[0]  # normalized, without a trailing slash
     panel = {
         **_where(found, folder),
         "panel": "folder",

@@ -3,11 +3,15 @@
 A caller is an agent token (one agent of one user) or a system token (no user).
 
 - A system token works in the global (company) scope only, for every path.
-- An agent token works in its user's scope, except `AGENT_MEMORY.md`, which always names
-  the calling agent's own private notes; another agent of the same user never reaches them.
+- An agent token works in its user's scope, except for its private folder
+  `agents/<agent name>/`, which holds documents private to that agent; `AGENT_MEMORY.md`
+  is a short name for `agents/<agent name>/AGENT_MEMORY.md`. Another agent's folder is
+  out of reach: reads answer 404 as for a missing file, writes 403.
 - With MNEMO_GLOBAL_READABLE on, an agent token also reads global documents where its
-  user has none at that path (DESIGN.md: identity files only from the primary scope), and
-  may not write or delete them: an own document is never silently created on top of one.
+  user has none at that path, except identity files and agents' notes (DESIGN.md: those
+  are read from the primary scope only). Writes always go to the caller's own scope, so a
+  company document is never changed by an agent; writing at its path gives the user their
+  own document, which from then on is read instead (the response's scope says which).
 
 Writes still go through context/services.py; this module only picks the scope.
 """
@@ -18,15 +22,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.db.models import Q
+from django.db.models.functions import Length
 
 from activity.actors import Actor
 from context import services
 from context.models import Document, DocumentVersion
-from context.paths import normalize_path
-from context.services import AGENT_MEMORY_PATH, TreeEntry
+from context.paths import normalize_folder, normalize_path
+from context.services import AGENT_MEMORY_PATH, AGENTS_FOLDER, TreeEntry, TreeRow
 from lib.errors import Forbidden, NotFound
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from django.contrib.auth.models import AbstractBaseUser
 
     from profiles.models import Agent
@@ -34,6 +42,31 @@ if TYPE_CHECKING:
 IDENTITY_FILES = frozenset(
     {"IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md", "HEARTBEAT.md"}
 )
+
+
+def primary_only(path: str) -> bool:
+    """Paths never read from the global scope on a user's behalf: identity files and
+    agents' notes."""
+    return (
+        path in IDENTITY_FILES
+        or path == AGENT_MEMORY_PATH
+        or path.split("/", 1)[0] == AGENTS_FOLDER
+    )
+
+
+def shared_global_documents(path_field: str = "path") -> Q:
+    """The global documents shown beside a user's own (when readable), as a filter on a
+    model with user and agent columns and the document's path at `path_field`."""
+    return (
+        Q(user__isnull=True, agent__isnull=True)
+        & ~Q(**{f"{path_field}__in": IDENTITY_FILES | {AGENT_MEMORY_PATH}})
+        & ~Q(**{f"{path_field}__startswith": f"{AGENTS_FOLDER}/"})
+    )
+
+
+def private_folder(agent: Agent) -> str:
+    """`agents/<name>/`, where an agent finds its private documents."""
+    return f"{AGENTS_FOLDER}/{agent.name}/"
 
 
 @dataclass(frozen=True)
@@ -54,113 +87,145 @@ class Caller:
     def is_system(self) -> bool:
         return self.user is None
 
+    @property
+    def private_folder(self) -> str:
+        """`agents/<name>/`, where this agent's private documents appear."""
+        return private_folder(self.agent) if self.agent is not None else ""
+
+
+@dataclass(frozen=True)
+class Place:
+    """What a path names for a caller: a scope and the path inside it."""
+
+    user: AbstractBaseUser | None
+    agent: Agent | None
+    path: str
+
+
+def shown_path(caller: Caller, document: Document | DocumentVersion) -> str:
+    """The path under which the caller finds this document (its own or a readable one)."""
+    if document.agent_id is not None:
+        return f"{caller.private_folder}{document.path}"
+    return document.path
+
 
 def workspace_read(*, caller: Caller, path: str) -> Document:
     path = normalize_path(path)
-    user, agent = _primary_scope(caller, path)
+    place = _place(caller, path, writing=False)
     try:
-        return services.document_read(user=user, agent=agent, path=path)
+        return services.document_read(user=place.user, agent=place.agent, path=place.path)
     except NotFound:
-        shared = _readable_global(caller, path)
+        shared = _readable_global(caller, place)
         if shared is None:
-            raise
+            raise NotFound(f"No document at '{path}'.", field="path") from None
         return shared
 
 
-def workspace_write(*, caller: Caller, path: str, content: str) -> tuple[Document, int]:
-    """Create or replace; returns the document and the id of the version written."""
-    user, agent, path = _writable_scope(caller, path)
-    document = services.document_write(
-        user=user, agent=agent, path=path, content=content, actor=caller.actor
+def workspace_write(*, caller: Caller, path: str, content: str) -> Document:
+    """Create or replace in the caller's own scope; `written_version` is this change's."""
+    place = _place(caller, normalize_path(path), writing=True)
+    return services.document_write(
+        user=place.user, agent=place.agent, path=place.path, content=content, actor=caller.actor
     )
-    return document, services.document_latest_version_id(document)
 
 
-def workspace_append(*, caller: Caller, path: str, content: str) -> tuple[Document, int]:
-    user, agent, path = _writable_scope(caller, path)
-    document = services.document_append(
-        user=user, agent=agent, path=path, content=content, actor=caller.actor
+def workspace_append(*, caller: Caller, path: str, content: str) -> Document:
+    place = _place(caller, normalize_path(path), writing=True)
+    return services.document_append(
+        user=place.user, agent=place.agent, path=place.path, content=content, actor=caller.actor
     )
-    return document, services.document_latest_version_id(document)
 
 
 def workspace_delete(*, caller: Caller, path: str) -> DocumentVersion:
-    user, agent, path = _writable_scope(caller, path)
-    return services.document_delete(user=user, agent=agent, path=path, actor=caller.actor)
+    path = normalize_path(path)
+    place = _place(caller, path, writing=True)
+    try:
+        return services.document_delete(
+            user=place.user, agent=place.agent, path=place.path, actor=caller.actor
+        )
+    except NotFound:
+        if _readable_global(caller, place) is not None:
+            raise Forbidden(
+                f"'{path}' is a company document: agents can read it but not delete it.",
+                field="path",
+            ) from None
+        raise
+
+
+def workspace_append_daily(*, caller: Caller, content: str) -> Document:
+    """A line in today's daily log of the caller's own scope (global: UTC dates)."""
+    return services.append_daily_memory(user=caller.user, content=content, actor=caller.actor)
 
 
 def workspace_tree(*, caller: Caller, path: str = "", depth: int = 1) -> list[TreeEntry]:
-    """The caller's folders and files under path; global ones added where readable."""
-    own = _tree_or_empty(user=caller.user, agent=None, path=path, depth=depth)
+    """The folders and files the caller sees under path: the user's, the agent's private
+    folder, and readable global ones where the user has none at that path."""
+    folder = normalize_folder(path)
+    entries = services.tree_entries(_visible_rows(caller, folder), folder=folder, depth=depth)
+    if folder and not entries:
+        raise NotFound(f"No folder '{folder}'.", field="path")
+    return entries
+
+
+def _place(caller: Caller, path: str, *, writing: bool) -> Place:
     if caller.is_system:
-        if path and not own:
-            raise NotFound(f"No folder '{path}'.", field="path")
-        return own
-    # AGENT_MEMORY.md names the agent's own notes, never a user document at that path.
-    own = [entry for entry in own if entry.path != AGENT_MEMORY_PATH]
-    notes = services.agent_memory_get(agent=caller.agent) if not path else None
-    if notes is not None:
-        own.append(
-            TreeEntry(
-                path=AGENT_MEMORY_PATH,
-                name=AGENT_MEMORY_PATH,
-                kind="file",
-                depth=1,
-                scope="agent",
-                document_id=notes.pk,
-                size=len(notes.body),
-                updated_at=notes.updated_at,
-            )
-        )
-    entries = {(entry.path, entry.kind): entry for entry in own}
-    if settings.MNEMO_GLOBAL_READABLE:
-        for entry in _tree_or_empty(user=None, agent=None, path=path, depth=depth):
-            key = (entry.path, entry.kind)
-            if key not in entries and not _primary_only(entry.path):
-                entries[key] = entry
-    if path and not entries:
-        raise NotFound(f"No folder '{path}'.", field="path")
-    return sorted(entries.values(), key=lambda entry: (entry.path.split("/"), entry.kind))
+        return Place(None, None, path)
+    if path == AGENT_MEMORY_PATH:
+        return Place(caller.user, caller.agent, path)
+    if path.startswith(caller.private_folder):
+        return Place(caller.user, caller.agent, path.removeprefix(caller.private_folder))
+    if path.split("/", 1)[0] != AGENTS_FOLDER:
+        return Place(caller.user, None, path)
+    if not writing:  # another agent's notes look exactly like a missing file
+        raise NotFound(f"No document at '{path}'.", field="path")
+    raise Forbidden(
+        f"'{path}' is outside your private folder: {AGENTS_FOLDER}/ holds each agent's "
+        f"private documents, and yours are under {caller.private_folder}.",
+        field="path",
+    )
 
 
-def _primary_scope(caller: Caller, path: str) -> tuple[AbstractBaseUser | None, Agent | None]:
-    if not caller.is_system and path == AGENT_MEMORY_PATH:
-        return caller.user, caller.agent
-    return caller.user, None
-
-
-def _writable_scope(caller: Caller, path: str) -> tuple[AbstractBaseUser | None, Agent | None, str]:
-    path = normalize_path(path)
-    user, agent = _primary_scope(caller, path)
-    own = Document.objects.filter(user=user, agent=agent, path=path).exists()
-    if not own and _readable_global(caller, path) is not None:
-        raise Forbidden(
-            f"'{path}' is a company document: agents can read it but not change it.",
-            field="path",
-        )
-    return user, agent, path
-
-
-def _readable_global(caller: Caller, path: str) -> Document | None:
-    if caller.is_system or not settings.MNEMO_GLOBAL_READABLE or _primary_only(path):
+def _readable_global(caller: Caller, place: Place) -> Document | None:
+    if (
+        caller.is_system
+        or place.agent is not None
+        or not settings.MNEMO_GLOBAL_READABLE
+        or primary_only(place.path)
+    ):
         return None
-    return Document.objects.filter(user=None, agent=None, path=path).first()
+    return Document.objects.filter(user=None, agent=None, path=place.path).first()
 
 
-def _primary_only(path: str) -> bool:
-    return path in IDENTITY_FILES or path == AGENT_MEMORY_PATH
+def _visible_rows(caller: Caller, folder: str) -> list[TreeRow]:
+    prefix = f"{folder}/" if folder else ""
+    if caller.is_system:
+        return _rows(Document.objects.filter(user=None, agent=None, path__startswith=prefix))
+    own = _rows(Document.objects.filter(user=caller.user, agent=None, path__startswith=prefix))
+    private = _rows(
+        Document.objects.filter(user=caller.user, agent=caller.agent),
+        under=caller.private_folder,
+    )
+    rows = own + [row for row in private if row.path.startswith(prefix)]
+    if settings.MNEMO_GLOBAL_READABLE:
+        taken = {row.path for row in own}
+        shared = _rows(Document.objects.filter(shared_global_documents(), path__startswith=prefix))
+        rows += [row for row in shared if row.path not in taken]
+    return rows
 
 
-def _tree_or_empty(
-    *, user: AbstractBaseUser | None, agent: Agent | None, path: str, depth: int
-) -> list[TreeEntry]:
-    try:
-        return services.document_tree(user=user, agent=agent, path=path, depth=depth)
-    except NotFound:
-        return []
-
-
-def workspace_append_daily(*, caller: Caller, content: str) -> tuple[Document, int]:
-    """A line in today's daily log of the caller's own scope (global: UTC dates)."""
-    document = services.append_daily_memory(user=caller.user, content=content, actor=caller.actor)
-    return document, services.document_latest_version_id(document)
+def _rows(documents: Iterable[Document] | object, *, under: str = "") -> list[TreeRow]:
+    values = (
+        documents.annotate(size=Length("body"))
+        .order_by("path")
+        .values_list("pk", "path", "size", "updated_at", "user_id", "agent_id")
+    )
+    return [
+        TreeRow(
+            path=f"{under}{path}",
+            scope=Document.scope_of(user_id=user_id, agent_id=agent_id),
+            document_id=pk,
+            size=size,
+            updated_at=updated_at,
+        )
+        for pk, path, size, updated_at, user_id, agent_id in values
+    ]

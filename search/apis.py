@@ -12,6 +12,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from context.apis import SCOPES
+from context.workspace import Caller, shown_path
 from lib.api import TextField, TextListField, ToolInput, WholeNumberField, error_responses
 from lib.tool_api import ToolApi
 from memory import selectors, services
@@ -175,17 +176,19 @@ class MemorySearchApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(MemorySearchInput)
         if isinstance(request.auth, SystemToken):
+            caller = Caller.system()
             hits = search_documents(user=None, **data)
         else:
+            caller = Caller.for_agent(request.auth.agent)
             hits = search_documents(
                 user=request.user,
-                agent=request.auth.agent,
+                agent=caller.agent,
                 include_global=settings.MNEMO_GLOBAL_READABLE,
                 **data,
             )
         results = [
             {
-                "path": hit.path,
+                "path": shown_path(caller, hit.chunk.document),
                 "scope": hit.scope,
                 "chunk": hit.chunk.ordinal,
                 "snippet": bold_snippet(hit.snippet),

@@ -43,7 +43,7 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from context.models import DocumentChunk
-from context.workspace import IDENTITY_FILES
+from context.workspace import private_folder, shared_global_documents
 from lib.errors import InvalidInput
 from lib.search_fields import SEARCH_COLUMNS
 from memory.models import Memory
@@ -156,7 +156,7 @@ def search_documents(
     query, limit = _check(query, limit)
     chunks = DocumentChunk.objects.filter(_document_scope(user, agent, all_agents, include_global))
     if path_prefix:
-        chunks = chunks.filter(document__path__startswith=path_prefix)
+        chunks = chunks.filter(_path_filter(path_prefix, agent))
     fused, _ = _fuse(chunks, query)
     rows = (
         DocumentChunk.objects.filter(pk__in=list(fused))
@@ -263,9 +263,23 @@ def _document_scope(
     elif agent is not None:
         scope |= Q(user=user, agent=agent)
     if include_global:
-        # Identity files are read from the user's own scope only (DESIGN.md).
-        scope |= Q(user__isnull=True, agent__isnull=True) & ~Q(document__path__in=IDENTITY_FILES)
+        # Identity files and agents' notes are read from the user's own scope only.
+        scope |= shared_global_documents(path_field="document__path")
     return scope
+
+
+def _path_filter(prefix: str, agent: Agent | None) -> Q:
+    """Chunks of documents whose path, as the agent names it, starts with prefix: its
+    private documents are named under its folder agents/<name>/ (context/workspace.py)."""
+    shared = Q(agent__isnull=True, document__path__startswith=prefix)
+    if agent is None:
+        return shared
+    folder = private_folder(agent)
+    if folder.startswith(prefix):
+        return shared | Q(agent=agent)
+    if prefix.startswith(folder):
+        return shared | Q(agent=agent, document__path__startswith=prefix.removeprefix(folder))
+    return shared
 
 
 def _headline(query: str) -> Func:

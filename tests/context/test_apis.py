@@ -12,6 +12,7 @@ from django.utils import timezone
 from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent
 from context.models import Document, DocumentVersion
+from context.paths import InvalidPath
 from context.services import MAX_BODY_BYTES, document_restore, document_write
 from memory.services import memory_upsert
 from profiles.services import profile_update, system_token_create, token_create, token_revoke
@@ -228,6 +229,18 @@ def test_tree_of_a_missing_folder_is_404(call_tool, alice_token):
     assert error(response)["field"] == "path"
 
 
+def test_tree_takes_a_trailing_slash_but_refuses_bad_folders(call_tool, alice_token):
+    call_tool(alice_token, "memory_write", {"path": "daily/a.md", "content": "x"})
+
+    listed = call_tool(alice_token, "memory_tree", {"path": "daily/"}).json()
+
+    assert (listed["path"], [e["path"] for e in listed["entries"]]) == ("daily", ["daily/a.md"])
+    for folder, rule in [("/", "absolute"), ("//", "absolute"), ("daily//", "empty segment")]:
+        response = call_tool(alice_token, "memory_tree", {"path": folder})
+        assert response.status_code == 400, folder
+        assert (error(response)["field"], rule in error(response)["message"]) == ("path", True)
+
+
 def test_tree_refuses_depth_out_of_range(call_tool, alice_token):
     for depth in (0, 11, "2", True):
         response = call_tool(alice_token, "memory_tree", {"depth": depth})
@@ -287,7 +300,7 @@ def test_append_daily_memory_twice_adds_two_lines(call_tool, alice, alice_token)
 def test_agent_memory_append_then_get(call_tool, alice, alice_agent, alice_token):
     empty = call_tool(alice_token, "agent_memory_get", {})
     assert empty.json() == {
-        "path": "AGENT_MEMORY.md",
+        "path": "agents/assistant/AGENT_MEMORY.md",
         "exists": False,
         "content": "",
         "updated_at": None,
@@ -297,6 +310,7 @@ def test_agent_memory_append_then_get(call_tool, alice, alice_agent, alice_token
     got = call_tool(alice_token, "agent_memory_get", {}).json()
 
     assert (written.status_code, written.json()["scope"]) == (200, "agent")
+    assert written.json()["path"] == "agents/assistant/AGENT_MEMORY.md"
     assert (got["exists"], got["content"]) == (True, "Ask before booking.")
     assert body_of(alice, "AGENT_MEMORY.md", agent=alice_agent) == "Ask before booking."
 
@@ -322,18 +336,88 @@ def test_another_agent_of_the_same_user_never_reaches_the_notes(
 def test_agent_memory_md_names_the_callers_own_notes(call_tool, alice, alice_agent, alice_token):
     call_tool(alice_token, "append_agent_memory", {"content": "first"})
 
-    read = call_tool(alice_token, "memory_read", {"path": "AGENT_MEMORY.md"}).json()
-    tree = call_tool(alice_token, "memory_tree", {}).json()
+    short = call_tool(alice_token, "memory_read", {"path": "AGENT_MEMORY.md"}).json()
+    full = call_tool(alice_token, "memory_read", {"path": "agents/assistant/AGENT_MEMORY.md"})
+    tree = call_tool(alice_token, "memory_tree", {"depth": 3}).json()
 
-    assert (read["scope"], read["content"]) == ("agent", "first")
-    assert [(e["path"], e["scope"]) for e in tree["entries"]] == [("AGENT_MEMORY.md", "agent")]
+    assert (short["path"], short["scope"], short["content"]) == (
+        "agents/assistant/AGENT_MEMORY.md",
+        "agent",
+        "first",
+    )
+    assert full.json() == short
+    assert [(e["path"], e["kind"], e["scope"]) for e in tree["entries"]] == [
+        ("agents", "folder", "agent"),
+        ("agents/assistant", "folder", "agent"),
+        ("agents/assistant/AGENT_MEMORY.md", "file", "agent"),
+    ]
     assert not Document.objects.filter(user=alice, agent=None).exists()
+
+
+def test_the_private_folder_holds_any_document_of_the_agent(
+    call_tool, alice, alice_agent, alice_token, second_agent_token
+):
+    written = call_tool(
+        alice_token, "memory_write", {"path": "agents/assistant/drafts/plan.md", "content": "p"}
+    )
+    appended = call_tool(
+        alice_token, "memory_append", {"path": "agents/assistant/drafts/plan.md", "content": "q"}
+    )
+    read = call_tool(alice_token, "memory_read", {"path": "agents/assistant/drafts/plan.md"})
+    tree = call_tool(alice_token, "memory_tree", {"path": "agents/assistant/", "depth": 2})
+
+    assert (written.status_code, written.json()["scope"]) == (200, "agent")
+    assert written.json()["path"] == "agents/assistant/drafts/plan.md"
+    assert appended.json()["size"] == 3
+    assert read.json()["content"] == "p\nq"
+    assert [(e["path"], e["kind"]) for e in tree.json()["entries"]] == [
+        ("agents/assistant/drafts", "folder"),
+        ("agents/assistant/drafts/plan.md", "file"),
+    ]
+    # Stored in the agent's scope under the path inside its folder; the user sees it there.
+    assert body_of(alice, "drafts/plan.md", agent=alice_agent) == "p\nq"
+    # The other agent of the same user: a missing file to read, refused to change.
+    other = [
+        ("memory_read", {"path": "agents/assistant/drafts/plan.md"}, 404),
+        ("memory_tree", {"path": "agents/assistant"}, 404),
+        ("memory_tree", {"path": "agents"}, 404),
+        ("memory_write", {"path": "agents/assistant/drafts/plan.md", "content": "x"}, 403),
+        ("memory_append", {"path": "agents/assistant/drafts/plan.md", "content": "x"}, 403),
+        ("memory_delete", {"path": "agents/assistant/drafts/plan.md"}, 403),
+    ]
+    for tool, arguments, status in other:
+        response = call_tool(second_agent_token, tool, arguments)
+        assert response.status_code == status, (tool, response.json())
+    assert "plan.md" not in json.dumps(
+        call_tool(second_agent_token, "memory_tree", {"depth": 10}).json()
+    )
+    assert body_of(alice, "drafts/plan.md", agent=alice_agent) == "p\nq"
+
+
+def test_the_agents_folder_is_not_a_place_for_the_users_own_documents(
+    call_tool, alice, alice_token
+):
+    response = call_tool(alice_token, "memory_write", {"path": "agents", "content": "x"})
+
+    assert response.status_code == 403
+    assert "agents/assistant/" in error(response)["message"]
+    with pytest.raises(InvalidPath) as raised:
+        document_write(
+            user=alice, path="agents/assistant/x.md", content="x", actor=Actor.for_user(alice)
+        )
+    assert raised.value.rule == "reserved"
+    with pytest.raises(InvalidPath) as raised:
+        document_write(user=alice, path="AGENT_MEMORY.md", content="x", actor=Actor.for_user(alice))
+    assert raised.value.rule == "reserved"
+    assert not Document.objects.exists()
 
 
 # --- isolation between users --------------------------------------------------------------
 
 
-def test_another_user_cannot_read_list_change_or_delete(call_tool, alice, alice_token, bob_token):
+def test_another_user_cannot_read_list_change_or_delete(
+    call_tool, alice, alice_token, bob, bob_agent, bob_token
+):
     call_tool(alice_token, "memory_write", {"path": "notes/secret.md", "content": "alice only"})
     call_tool(alice_token, "append_daily_memory", {"content": "alice's day"})
     call_tool(alice_token, "append_agent_memory", {"content": "alice's agent"})
@@ -343,12 +427,22 @@ def test_another_user_cannot_read_list_change_or_delete(call_tool, alice, alice_
     assert call_tool(bob_token, "memory_tree", {"depth": 10}).json()["entries"] == []
     assert call_tool(bob_token, "memory_delete", {"path": "notes/secret.md"}).status_code == 404
     assert call_tool(bob_token, "agent_memory_get", {}).json()["exists"] is False
+    assert call_tool(bob_token, "memory_read", {"path": "AGENT_MEMORY.md"}).status_code == 404
+    alice_before = {d.pk: d.body for d in Document.objects.filter(user=alice)}
     bob_write = call_tool(bob_token, "memory_write", {"path": "notes/secret.md", "content": "b"})
     call_tool(bob_token, "memory_append", {"path": "notes/secret.md", "content": "more"})
+    bob_day = call_tool(bob_token, "append_daily_memory", {"content": "bob's day"}).json()
+    bob_notes = call_tool(bob_token, "append_agent_memory", {"content": "bob's agent"}).json()
 
     assert bob_write.status_code == 200
+    # bob's writes made bob's own documents, at the same paths as alice's.
     assert body_of(alice, "notes/secret.md") == "alice only"
-    assert Document.objects.filter(user=alice).count() == 3
+    assert {d.pk: d.body for d in Document.objects.filter(user=alice)} == alice_before
+    assert len(alice_before) == 3
+    assert body_of(bob, "notes/secret.md") == "b\nmore"
+    assert body_of(bob, bob_day["path"]).endswith(" bob's day")
+    assert bob_notes["path"] == "agents/assistant/AGENT_MEMORY.md"
+    assert body_of(bob, "AGENT_MEMORY.md", agent=bob_agent) == "bob's agent"
 
 
 # --- pause, tokens ------------------------------------------------------------------------
@@ -454,19 +548,33 @@ def test_global_readable_lets_agents_read_but_never_change(
 
     read = call_tool(alice_token, "memory_read", {"path": "handbook.md"}).json()
     tree = call_tool(alice_token, "memory_tree", {}).json()
+    delete = call_tool(alice_token, "memory_delete", {"path": "handbook.md"})
 
     assert (read["scope"], read["content"]) == ("global", "# Handbook\nBe kind.")
     assert [(e["path"], e["scope"]) for e in tree["entries"]] == [("handbook.md", "global")]
-    for tool, arguments in [
-        ("memory_write", {"path": "handbook.md", "content": "hacked"}),
-        ("memory_append", {"path": "handbook.md", "content": "hacked"}),
-        ("memory_delete", {"path": "handbook.md"}),
-    ]:
-        response = call_tool(alice_token, tool, arguments)
-        assert response.status_code == 403, tool
-        assert "company document" in error(response)["message"]
+    assert delete.status_code == 403
+    assert "company document" in error(delete)["message"]
     assert body_of(None, "handbook.md") == "# Handbook\nBe kind."
     assert not Document.objects.filter(user=alice).exists()
+
+
+def test_writing_at_a_company_documents_path_gives_the_user_their_own(
+    call_tool, settings, alice, alice_token, system_token
+):
+    settings.MNEMO_GLOBAL_READABLE = True
+    call_tool(system_token, "memory_write", {"path": "MEMORY.md", "content": "company notes"})
+
+    appended = call_tool(alice_token, "memory_append", {"path": "MEMORY.md", "content": "mine"})
+    read = call_tool(alice_token, "memory_read", {"path": "MEMORY.md"}).json()
+    deleted = call_tool(alice_token, "memory_delete", {"path": "MEMORY.md"})
+    after = call_tool(alice_token, "memory_read", {"path": "MEMORY.md"}).json()
+
+    assert (appended.status_code, appended.json()["scope"]) == (200, "user")
+    assert (read["scope"], read["content"]) == ("user", "mine")
+    assert deleted.status_code == 200
+    # With the user's own copy gone, the company's shows through again, unchanged.
+    assert (after["scope"], after["content"]) == ("global", "company notes")
+    assert body_of(None, "MEMORY.md") == "company notes"
 
 
 def test_a_users_own_document_comes_before_the_global_one(

@@ -6,7 +6,7 @@ from django.db import connection
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, AppendOnlyError
-from context.models import Document, DocumentVersion
+from context.models import Document, DocumentChunk, DocumentVersion
 from context.services import (
     MAX_BODY_BYTES,
     TreeEntry,
@@ -172,6 +172,37 @@ def test_write_records_actor_and_activity(alice, alice_agent):
         "action": "write",
         "version_id": version.pk,
     }
+
+
+def _fail(**_kwargs):
+    raise RuntimeError("the activity log is unavailable")
+
+
+def test_a_write_whose_event_fails_leaves_nothing_behind(alice, monkeypatch):
+    document_write(user=alice, path="a.md", content="first", actor=as_user(alice))
+    before = (DocumentVersion.objects.count(), ActivityEvent.objects.count())
+    monkeypatch.setattr("context.services.events.document_written", _fail)
+
+    with pytest.raises(RuntimeError):
+        document_write(user=alice, path="a.md", content="second", actor=as_user(alice))
+    with pytest.raises(RuntimeError):
+        document_write(user=alice, path="b.md", content="new words", actor=as_user(alice))
+
+    # The row, its version and its chunks went back together.
+    assert dict(Document.objects.values_list("path", "body")) == {"a.md": "first"}
+    assert (DocumentVersion.objects.count(), ActivityEvent.objects.count()) == before
+    assert list(DocumentChunk.objects.values_list("text", flat=True)) == ["first"]
+
+
+def test_a_delete_whose_event_fails_keeps_the_document(alice, monkeypatch):
+    document_write(user=alice, path="a.md", content="kept", actor=as_user(alice))
+    monkeypatch.setattr("context.services.events.document_deleted", _fail)
+
+    with pytest.raises(RuntimeError):
+        document_delete(user=alice, path="a.md", actor=as_user(alice))
+
+    assert Document.objects.get(user=alice, path="a.md").body == "kept"
+    assert not DocumentVersion.objects.filter(action="delete").exists()
 
 
 def test_versions_are_append_only(alice):
@@ -603,18 +634,35 @@ def test_an_agent_needs_a_user_scope(alice_agent):
 APPENDERS = 20
 
 
+NOON = datetime.datetime(2026, 11, 21, 12, 0, tzinfo=datetime.UTC)
+
+
+def _append_to_log(user, n):
+    return document_append(user=user, path="log.md", content=f"line {n}", actor=as_user(user))
+
+
+def _append_to_daily_log(user, n):
+    return append_daily_memory(user=user, content=f"line {n}", actor=as_user(user), now=NOON)
+
+
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("appender", "path", "line_prefix"),
+    [(_append_to_log, "log.md", ""), (_append_to_daily_log, "daily/2026-11-21.md", "- 12:00 ")],
+    ids=["document_append", "append_daily_memory"],
+)
 @pytest.mark.parametrize("existing", [False, True])
-def test_concurrent_appends_lose_no_line(alice, existing):
+def test_concurrent_appends_lose_no_line(alice, appender, path, line_prefix, existing):
     if existing:
-        document_write(user=alice, path="log.md", content="start", actor=as_user(alice))
+        document_write(user=alice, path=path, content="start", actor=as_user(alice))
     barrier = threading.Barrier(APPENDERS)
     errors: list[BaseException] = []
+    written: dict[int, int] = {}
 
     def append(n: int) -> None:
         try:
             barrier.wait()
-            document_append(user=alice, path="log.md", content=f"line {n}", actor=as_user(alice))
+            written[n] = appender(alice, n).written_version.pk
         except BaseException as error:
             errors.append(error)
         finally:
@@ -627,9 +675,9 @@ def test_concurrent_appends_lose_no_line(alice, existing):
         thread.join()
 
     assert errors == []
-    lines = Document.objects.get(user=alice, path="log.md").body.split("\n")
-    expected = {f"line {n}" for n in range(APPENDERS)} | ({"start"} if existing else set())
-    assert sorted(lines) == sorted(expected)
+    lines = Document.objects.get(user=alice, path=path).body.split("\n")
+    expected = {f"{line_prefix}line {n}" for n in range(APPENDERS)}
+    assert sorted(lines) == sorted(expected | ({"start"} if existing else set()))
     appends = DocumentVersion.objects.filter(user=alice, action="append")
     assert appends.count() == APPENDERS
     # Each append saw the body the previous one left: every version has one line more.
@@ -638,3 +686,8 @@ def test_concurrent_appends_lose_no_line(alice, existing):
     assert ActivityEvent.objects.filter(event_type="document_written").count() == APPENDERS + int(
         existing
     )
+    # Each caller is told its own version (the one its line ended), not a neighbour's.
+    assert len(set(written.values())) == APPENDERS
+    bodies = dict(appends.values_list("pk", "body"))
+    for n, version_id in written.items():
+        assert bodies[version_id].endswith(f"{line_prefix}line {n}")

@@ -198,8 +198,13 @@ def test_missing_or_malformed_paths_are_404(as_alice, alice):
         "/documents/agents/nobody/file/x.md",
         "/documents/elsewhere/file/x.md",
         "/documents/versions/999999/",
+        "/documents/mine/folder//",
+        "/documents/mine/folder/%2F",
+        "/documents/mine/folder/projects//",
     ]:
         assert as_alice.get(url).status_code == 404, url
+    folder = as_alice.get("/documents/mine/folder/projects/alpha/")
+    assert (folder.status_code, folder.context["current"]) == (200, ("mine", "projects/alpha/"))
 
 
 def test_script_and_javascript_links_do_not_survive(as_alice, alice, alice_agent):
@@ -299,6 +304,11 @@ def test_create_in_an_agents_notes(as_alice, alice, alice_agent):
         ("notes\\a.md", "Path contains a backslash; use &#x27;/&#x27; between folders."),
         ("a\x07b.md", "Path contains the control character U+0007 at position 1."),
         ("", "Give the document a path."),
+        (
+            "agents/assistant/todo.md",
+            "&#x27;agents/&#x27; is where your agents keep their private documents; to write "
+            "there, choose that agent&#x27;s notes as the place, or use another folder.",
+        ),
     ],
 )
 def test_bad_paths_show_the_rule_next_to_the_field_and_keep_the_input(
@@ -624,10 +634,15 @@ def test_todays_log_without_javascript_and_empty_lines(as_alice, alice):
 # ---------------------------------------------------------------- isolation
 
 
-def test_bob_gets_404_for_alices_documents_notes_and_versions(as_bob, alice, alice_agent, bob):
+def test_bob_gets_404_for_alices_documents_notes_and_versions(
+    as_bob, alice, alice_agent, bob, bob_agent
+):
     write(alice, NOTES, "alice's secret")
     write(alice, "AGENT_MEMORY.md", "alice's agent secret", agent=alice_agent)
-    # alice's agent has a name bob has no agent with; bob's own "assistant" must not open it.
+    write(alice, "drafts/plan.md", "alice's agent draft secret", agent=alice_agent)
+    # bob has an agent named "assistant" too: alice's agent of that name stays alice's.
+    assert bob_agent.name == alice_agent.name
+    # alice's agent with a name bob has no agent with.
     other = type(alice_agent).objects.create(user=alice, name="private-helper")
     write(alice, "plans.md", "helper secret", agent=other)
     version = DocumentVersion.objects.filter(user=alice).first()
@@ -640,7 +655,12 @@ def test_bob_gets_404_for_alices_documents_notes_and_versions(as_bob, alice, ali
         "/documents/mine/folder/projects",
         "/documents/agents/private-helper/file/plans.md",
         "/documents/agents/private-helper/history/plans.md",
+        "/documents/agents/private-helper/download/plans.md",
         "/documents/agents/assistant/file/AGENT_MEMORY.md",
+        "/documents/agents/assistant/edit/AGENT_MEMORY.md",
+        "/documents/agents/assistant/download/AGENT_MEMORY.md",
+        "/documents/agents/assistant/history/drafts/plan.md",
+        "/documents/agents/assistant/folder/drafts",
         f"/documents/versions/{version.pk}/",
     ]
     for url in gets:
@@ -652,6 +672,8 @@ def test_bob_gets_404_for_alices_documents_notes_and_versions(as_bob, alice, ali
         f"/documents/mine/delete/{NOTES}",
         "/documents/agents/private-helper/edit/plans.md",
         "/documents/agents/private-helper/delete/plans.md",
+        "/documents/agents/assistant/edit/AGENT_MEMORY.md",
+        "/documents/agents/assistant/delete/drafts/plan.md",
         f"/documents/versions/{version.pk}/restore/",
     ]
     for url in posts:

@@ -135,9 +135,18 @@ def test_agents_search_their_own_notes_but_not_another_agents(call_tool, alice, 
     token = token_create(agent=alice_agent).raw
 
     results = call_tool(token, "memory_search", {"query": "zebra"}).json()["results"]
+    in_folder = call_tool(token, "memory_search", {"query": "zebra", "path_prefix": "agents/"})
+    elsewhere = call_tool(token, "memory_search", {"query": "zebra", "path_prefix": "notes/"})
 
-    assert [(hit["path"], hit["scope"]) for hit in results] == [("AGENT_MEMORY.md", "agent")]
+    # The path is where the agent reads it: its private folder.
+    assert [(hit["path"], hit["scope"]) for hit in results] == [
+        ("agents/assistant/AGENT_MEMORY.md", "agent")
+    ]
     assert "assistant" in results[0]["snippet"]
+    read = call_tool(token, "memory_read", {"path": results[0]["path"]}).json()
+    assert read["content"] == "zebra notes of assistant"
+    assert [hit["path"] for hit in in_folder.json()["results"]] == [results[0]["path"]]
+    assert elsewhere.json()["results"] == []
 
 
 def test_system_tokens_search_global_documents_only(call_tool, settings, alice, alice_token):
