@@ -57,6 +57,15 @@ def _fresh_cache():
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _vector_search_on():
+    """A test whose embedding provider failed pauses the vector side of search in this
+    process (search.services.query_vector); the next test starts with it on."""
+    from search.services import reset_query_cooldown
+
+    reset_query_cooldown()
+
+
 @pytest.fixture
 def call_tool(client):
     """POST a tool call as an agent: call_tool(token, "create_memory", {...})."""

@@ -186,8 +186,6 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 MNEMO_MAX_VALUE_LENGTH = 2000
 MNEMO_DEFAULT_TOKEN_BUDGET = 2000
 
-# Working memory: the tiktoken encoding that counts tokens (see lib/tokenizer.py for
-# what happens offline when its file is not in tiktoken's cache).
 # Search (search/services.py): candidates per side, the RRF constant k in 1/(k + rank),
 # and how memory hits fade with age and rise with use.
 MNEMO_SEARCH_CANDIDATES = 50
@@ -195,6 +193,8 @@ MNEMO_SEARCH_RRF_K = 60
 MNEMO_SEARCH_DECAY_PER_DAY = 0.1
 MNEMO_SEARCH_ACCESS_BOOST = 0.05
 
+# Working memory: the tiktoken encoding that counts tokens (see lib/tokenizer.py for
+# what happens offline when its file is not in tiktoken's cache).
 MNEMO_TOKENIZER = env.str("MNEMO_TOKENIZER", default="o200k_base")
 
 # --- Embeddings (search/embeddings.py) -------------------------------------------------
@@ -249,6 +249,10 @@ MNEMO_EMBEDDING_TIMEOUT = env_seconds("MNEMO_EMBEDDING_TIMEOUT", default=30.0)
 MNEMO_EMBEDDING_RETRIES = env_int("MNEMO_EMBEDDING_RETRIES", default=3)
 MNEMO_EMBEDDING_BACKOFF = env_seconds("MNEMO_EMBEDDING_BACKOFF", default=0.5)
 MNEMO_EMBEDDING_BACKOFF_MAX = env_seconds("MNEMO_EMBEDDING_BACKOFF_MAX", default=8.0)
+# A search embeds its query with one try of at most this long; after a failure, searches in
+# that process skip the vector side (keywords only) for COOLDOWN seconds.
+MNEMO_SEARCH_EMBED_TIMEOUT = env_seconds("MNEMO_SEARCH_EMBED_TIMEOUT", default=2.0)
+MNEMO_SEARCH_EMBED_COOLDOWN = env_seconds("MNEMO_SEARCH_EMBED_COOLDOWN", default=30.0)
 # --- end of embeddings --------------------------------------------------------------------
 
 # Caches hold the API's per-token throttle counters. The default is per process; with

@@ -1,4 +1,5 @@
-"""The Agents page (agents, their API tokens, pausing memory) and open sign-up.
+"""The Agents page (agents and their API tokens), the Settings page (pausing memory, the
+budget, search stats) and open sign-up.
 
 Every action works as an htmx request (a 200 partial, errors inline) and as a plain
 form POST (redirect with a message, or the full page with errors and status 400).
@@ -34,6 +35,7 @@ from profiles.services import (
 from search.services import search_stats
 
 TEMPLATE = "profiles/agents.html"
+SETTINGS_TEMPLATE = "profiles/settings.html"
 
 
 def _get_agent_for_user(user: Any, agent_id: int) -> Agent:
@@ -62,8 +64,6 @@ def _agents_for(user: Any) -> list[Agent]:
 def _page_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     context: dict[str, Any] = {
         "agents": _agents_for(request.user),
-        "profile": profile_for_user(request.user),
-        "search_stats": search_stats(user=request.user),
         "agent_form": AgentForm(),
         "token_form": None,
         "new_token": None,
@@ -159,6 +159,21 @@ def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
     return redirect("agents")
 
 
+def _settings_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    return {
+        "profile": profile_for_user(request.user),
+        "search_stats": search_stats(user=request.user),
+        **extra,
+    }
+
+
+@login_required
+@require_http_methods(["GET"])
+@never_cache
+def settings_page(request: HttpRequest) -> TemplateResponse:
+    return render_page(request, SETTINGS_TEMPLATE, _settings_context(request))
+
+
 @login_required
 @require_POST
 def memory_pause(request: HttpRequest) -> HttpResponse:
@@ -166,8 +181,9 @@ def memory_pause(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         if request.htmx:
             context = {"profile": profile_for_user(request.user), "pause_error": True}
-            return render_page(request, TEMPLATE, context, partial="memory-status")
-        return render_page(request, TEMPLATE, _page_context(request, pause_error=True), status=400)
+            return render_page(request, SETTINGS_TEMPLATE, context, partial="memory-status")
+        context = _settings_context(request, pause_error=True)
+        return render_page(request, SETTINGS_TEMPLATE, context, status=400)
     paused = form.cleaned_data["paused"]
     profile = profile_update(user=request.user, memory_paused=paused)
     message = (
@@ -177,9 +193,9 @@ def memory_pause(request: HttpRequest) -> HttpResponse:
     )
     if request.htmx:
         context = {"profile": profile, "pause_message": message}
-        return render_page(request, TEMPLATE, context, partial="memory-status")
+        return render_page(request, SETTINGS_TEMPLATE, context, partial="memory-status")
     messages.success(request, message)
-    return redirect("agents")
+    return redirect("settings")
 
 
 @require_http_methods(["GET", "POST"])

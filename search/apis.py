@@ -84,19 +84,25 @@ class PromoteInput(ToolInput):
 
 class ScorePartsMixin(serializers.Serializer):
     score = serializers.FloatField(help_text="Higher is better; the product of the parts.")
-    fused = serializers.FloatField(help_text="Reciprocal Rank Fusion: Σ 1/(60 + rank).")
+    fused = serializers.FloatField(
+        help_text=f"Reciprocal Rank Fusion: Σ 1/({settings.MNEMO_SEARCH_RRF_K} + rank)."
+    )
     keyword_rank = serializers.IntegerField(
         allow_null=True, help_text="Place among full-text matches; null if not among them."
     )
     vector_rank = serializers.IntegerField(
         allow_null=True, help_text="Place by meaning; null if not among the nearest."
     )
-    decay = serializers.FloatField(help_text="Freshness: 1/(1 + 0.1·age in days).")
+    decay = serializers.FloatField(
+        help_text=f"Freshness: 1/(1 + {settings.MNEMO_SEARCH_DECAY_PER_DAY:g}·age in days)."
+    )
 
 
 class MemoryHitSerializer(ScorePartsMixin):
     memory = MemorySerializer()
-    use_boost = serializers.FloatField(help_text="Use: 1 + 0.05·access_count.")
+    use_boost = serializers.FloatField(
+        help_text=f"Use: 1 + {settings.MNEMO_SEARCH_ACCESS_BOOST:g}·access_count."
+    )
 
 
 class DocumentHitSerializer(ScorePartsMixin):

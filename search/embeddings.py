@@ -367,7 +367,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 # --- choosing one -------------------------------------------------------------------------
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 def provider_name() -> str:
@@ -384,6 +384,28 @@ def build_embedder() -> Embedder:
     """A new embedder as the settings say (get_embedder() keeps one per process)."""
     if provider_name() == "local":
         return LocalEmbedder()
+    return _openai_embedder(
+        connect_timeout=settings.MNEMO_EMBEDDING_CONNECT_TIMEOUT,
+        read_timeout=settings.MNEMO_EMBEDDING_TIMEOUT,
+        retries=settings.MNEMO_EMBEDDING_RETRIES,
+    )
+
+
+def build_query_embedder() -> Embedder:
+    """The embedder for a search's query: the same model, but one try within
+    MNEMO_SEARCH_EMBED_TIMEOUT, so a slow or failing provider holds a search up no longer
+    than that (the keyword side answers meanwhile). Indexing keeps the patient one."""
+    if provider_name() == "local":
+        return get_embedder()
+    deadline = settings.MNEMO_SEARCH_EMBED_TIMEOUT
+    return _openai_embedder(
+        connect_timeout=min(settings.MNEMO_EMBEDDING_CONNECT_TIMEOUT, deadline),
+        read_timeout=deadline,
+        retries=0,
+    )
+
+
+def _openai_embedder(*, connect_timeout: float, read_timeout: float, retries: int) -> Embedder:
     return OpenAIEmbedder(
         api_key=settings.OPENAI_API_KEY,
         base_url=settings.OPENAI_BASE_URL or None,
@@ -393,9 +415,9 @@ def build_embedder() -> Embedder:
             settings.MNEMO_EMBEDDING_MODEL, settings.MNEMO_EMBEDDING_SEND_DIMENSIONS
         ),
         batch_size=settings.MNEMO_EMBEDDING_BATCH_SIZE,
-        connect_timeout=settings.MNEMO_EMBEDDING_CONNECT_TIMEOUT,
-        read_timeout=settings.MNEMO_EMBEDDING_TIMEOUT,
-        retries=settings.MNEMO_EMBEDDING_RETRIES,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries=retries,
         backoff=settings.MNEMO_EMBEDDING_BACKOFF,
         backoff_max=settings.MNEMO_EMBEDDING_BACKOFF_MAX,
     )
@@ -406,20 +428,34 @@ def _cached_embedder() -> Embedder:
     return build_embedder()
 
 
+@functools.cache
+def _cached_query_embedder() -> Embedder:
+    return build_query_embedder()
+
+
 def get_embedder() -> Embedder:
     """The process's embedder, built on first use (the local model loads in ~0.2 s)."""
     with _lock:  # two threads' first calls build one model, not two
         return _cached_embedder()
 
 
+def get_query_embedder() -> Embedder:
+    """The process's embedder for search queries (see build_query_embedder)."""
+    if provider_name() == "local":
+        return get_embedder()
+    with _lock:
+        return _cached_query_embedder()
+
+
 def reset_embedder() -> None:
-    """Forget the process's embedder; the next get_embedder() builds one from the settings."""
+    """Forget the process's embedders; the next calls build them from the settings."""
     with _lock:
         _cached_embedder.cache_clear()
+        _cached_query_embedder.cache_clear()
 
 
 @receiver(setting_changed)
 def _settings_changed(*, setting: str, **kwargs: object) -> None:
     # Tests that override the provider settings get an embedder that follows them.
-    if setting.startswith(("MNEMO_EMBEDDING_", "OPENAI_")):
+    if setting.startswith(("MNEMO_EMBEDDING_", "OPENAI_", "MNEMO_SEARCH_EMBED")):
         reset_embedder()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.db import connection, transaction
@@ -21,6 +22,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from context.models import Document, DocumentChunk
 from memory.models import Memory
 from search.chunking import split_into_chunks
+from search.embeddings import EmbeddingError, EmbeddingUnavailable
 
 if TYPE_CHECKING:
     from search.embeddings import Embedder
@@ -95,32 +97,89 @@ def chunks_needing_vectors(model: str) -> QuerySet[DocumentChunk]:
     return DocumentChunk.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
 
 
-def embed_memories(rows: QuerySet[Memory], embedder: Embedder) -> int:
+@dataclass(frozen=True)
+class EmbeddingFailure:
+    """A row the provider refused to embed (a permanent error for that text)."""
+
+    model: str  # "memory" or "chunk"
+    pk: int
+    error: str
+
+
+def embed_memories(
+    rows: QuerySet[Memory], embedder: Embedder, failures: list[EmbeddingFailure] | None = None
+) -> int:
     """Embed each row's value unless it already has a vector of it by this model.
 
     The vector is stored only if the value is still the one embedded, so a slow task
-    never overwrites a newer value's vector with an older one. Returns rows embedded.
+    never overwrites a newer value's vector with an older one. A text the provider
+    refuses is left without a vector (keyword search still finds it), noted in failures
+    and logged; the rest of its batch is embedded. Returns rows embedded.
     """
-    return _embed(Memory, rows, embedder, text_of=lambda memory: memory.value, field="value")
+    return _embed(
+        Memory,
+        rows,
+        embedder,
+        text_of=lambda memory: memory.value,
+        field="value",
+        failures=failures,
+    )
 
 
-def embed_chunks(rows: QuerySet[DocumentChunk], embedder: Embedder) -> int:
-    return _embed(DocumentChunk, rows, embedder, text_of=lambda chunk: chunk.text, field="text")
+def embed_chunks(
+    rows: QuerySet[DocumentChunk],
+    embedder: Embedder,
+    failures: list[EmbeddingFailure] | None = None,
+) -> int:
+    return _embed(
+        DocumentChunk,
+        rows,
+        embedder,
+        text_of=lambda chunk: chunk.text,
+        field="text",
+        failures=failures,
+    )
 
 
-def _embed(model_class, rows: QuerySet, embedder: Embedder, *, text_of, field: str) -> int:
+def _embed(
+    model_class, rows: QuerySet, embedder: Embedder, *, text_of, field: str, failures
+) -> int:
     done = 0
     rows = rows.annotate(
         has_vector=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField())
     )
     for batch in _batches(rows.iterator(chunk_size=EMBED_BATCH * 4), EMBED_BATCH):
         todo = [row for row in batch if not _is_current(row, text_of(row), embedder.model)]
-        if not todo:
-            continue
         texts = [text_of(row) for row in todo]
-        vectors = embedder.embed(texts)
-        done += _store_vectors(model_class, field, todo, texts, vectors, embedder.model)
+        try:
+            vectors = embedder.embed(texts) if todo else []
+        except EmbeddingUnavailable:
+            raise
+        except EmbeddingError:
+            # One refused text must not keep the others of its batch from their vectors.
+            todo, texts, vectors = _embed_one_by_one(model_class, todo, texts, embedder, failures)
+        if todo:
+            done += _store_vectors(model_class, field, todo, texts, vectors, embedder.model)
     return done
+
+
+def _embed_one_by_one(model_class, rows: list, texts: list[str], embedder: Embedder, failures):
+    kept_rows, kept_texts, vectors = [], [], []
+    for row, text in zip(rows, texts, strict=True):
+        try:
+            (vector,) = embedder.embed([text])
+        except EmbeddingUnavailable:
+            raise
+        except EmbeddingError as error:
+            name = model_class._meta.model_name
+            logger.warning("Not embedding %s %s: %s", name, row.pk, error)
+            if failures is not None:
+                failures.append(EmbeddingFailure(name, row.pk, str(error)))
+            continue
+        kept_rows.append(row)
+        kept_texts.append(text)
+        vectors.append(vector)
+    return kept_rows, kept_texts, vectors
 
 
 def _store_vectors(

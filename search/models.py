@@ -4,9 +4,9 @@ from django.db.models import Q
 
 
 class SearchTool(models.TextChoices):
-    SEARCH_MEMORY = "search_memory", "Memory entries"
-    MEMORY_SEARCH = "memory_search", "Documents"
-    PAGE = "page", "Search box"
+    SEARCH_MEMORY = "search_memory", "Agents: search_memory (memories)"
+    MEMORY_SEARCH = "memory_search", "Agents: memory_search (documents)"
+    PAGE = "page", "You: the search box"
 
 
 class SearchLog(models.Model):

@@ -8,6 +8,7 @@ from django.core.management.base import OutputWrapper
 
 from search.indexing import (
     EMBED_BATCH,
+    EmbeddingFailure,
     chunks_needing_vectors,
     embed_chunks,
     embed_memories,
@@ -20,11 +21,14 @@ if TYPE_CHECKING:
 BAR_WIDTH = 30
 
 
-def embed_outdated(embedder: Embedder, *, out: TextIO | None = None) -> dict[str, int]:
+def embed_outdated(
+    embedder: Embedder, *, out: TextIO | None = None, failures: list[EmbeddingFailure]
+) -> dict[str, int]:
     """Embed, batch by batch in id order, every row without a current vector.
 
     Each batch commits on its own, so an interruption loses at most one batch and the
-    next run starts with what is still outdated.
+    next run starts with what is still outdated. Rows the provider refuses are skipped
+    and added to failures; the run goes on past them.
     """
     done = {}
     for name, pending, embed in (
@@ -42,7 +46,8 @@ def embed_outdated(embedder: Embedder, *, out: TextIO | None = None) -> dict[str
                 if not ids:
                     break
                 last_id = ids[-1]
-                done[name] += embed(pending(embedder.model).filter(pk__in=ids), embedder)
+                rows = pending(embedder.model).filter(pk__in=ids)
+                done[name] += embed(rows, embedder, failures)
                 _show(out, name, min(done[name], total), total)
         finally:  # end the bar's line, also when a batch fails
             if out is not None and total:
@@ -65,3 +70,15 @@ def _write(out: TextIO, text: str) -> None:
         out.write(text, style_func=lambda plain: plain, ending="")
     else:
         out.write(text)
+
+
+def failures_report(failures: list[EmbeddingFailure], *, shown: int = 10) -> str:
+    """What a command says about the rows it could not embed."""
+    lines = [
+        f"{len(failures)} row(s) could not be embedded and are found by keywords only; fix "
+        "the cause and run the command again:"
+    ]
+    lines += [f"  {failure.model} {failure.pk}: {failure.error}" for failure in failures[:shown]]
+    if len(failures) > shown:
+        lines.append(f"  … and {len(failures) - shown} more")
+    return "\n".join(lines)

@@ -48,7 +48,7 @@ from lib.errors import InvalidInput
 from lib.search_fields import SEARCH_COLUMNS
 from memory.models import Memory
 from memory.selectors import memory_list
-from search.embeddings import EmbeddingError, get_embedder
+from search.embeddings import EmbeddingError, get_query_embedder
 from search.models import SearchLog, SearchTool
 
 if TYPE_CHECKING:
@@ -101,6 +101,14 @@ class DocumentHit:
     decay: float
 
 
+@dataclass(frozen=True)
+class QueryVector:
+    """The query embedded by the current model (None when the provider is unavailable)."""
+
+    model: str
+    vector: list[float]
+
+
 def search_memory(
     *,
     user: AbstractBaseUser,
@@ -108,31 +116,16 @@ def search_memory(
     limit: int = 10,
     kind: str | None = None,
     tags: list[str] | None = None,
-    tool: str = SearchTool.SEARCH_MEMORY,
 ) -> list[MemoryHit]:
-    """The user's memories best matching the query; the hits count as a use."""
+    """The user's memories best matching the query, for an agent: the hits count as a use
+    (access_count and last_accessed_at), and the search is logged."""
     started = time.perf_counter()
     query, limit = _check(query, limit)
-    rows = memory_list(user=user, kind=kind)
-    if tags:
-        rows = rows.filter(tags__contains=[tag.lower() for tag in tags])
-    # Each side also reads what the ranking needs, so no candidate is fetched again.
-    fused, (updated_at, access_count) = _fuse(rows, query, "updated_at", "access_count")
-    now = timezone.now()
-    scored = []
-    for pk, ranks in fused.items():
-        decay = _decay(now - updated_at[pk])
-        use_boost = 1 + settings.MNEMO_SEARCH_ACCESS_BOOST * access_count[pk]
-        scored.append((ranks.fused * decay * use_boost, pk, ranks, decay, use_boost))
-    scored.sort(key=lambda row: (-row[0], row[1]))
-    scored = scored[:limit]
+    ranked = _rank_memories(user, query, query_vector(query), limit, kind, tags)
     with _bookkeeping():
-        memories = _count_use([pk for _, pk, *_ in scored], now)
-        _log(user, tool, len(scored), started)
-    return [
-        MemoryHit(memories[pk], score, ranks, decay, use_boost)
-        for score, pk, ranks, decay, use_boost in scored
-    ]
+        hits = _memory_hits(ranked, _count_use([pk for pk, *_ in ranked]))
+        _log(user, SearchTool.SEARCH_MEMORY, len(hits), started)
+    return hits
 
 
 def search_documents(
@@ -142,22 +135,93 @@ def search_documents(
     limit: int = 10,
     path_prefix: str = "",
     agent: Agent | None = None,
-    all_agents: bool = False,
     include_global: bool = False,
-    tool: str = SearchTool.MEMORY_SEARCH,
 ) -> list[DocumentHit]:
-    """The best chunk of each best-matching document in the scopes searched.
-
-    user=None searches the global scope only. Otherwise the user's own documents, plus
-    `agent`'s private notes (or every agent's, with all_agents: the user's own view),
-    plus global documents when include_global.
-    """
+    """The best chunk of each best-matching document an agent (or, with user=None, a
+    system token: the global scope only) may read. Logged for the user's stats."""
     started = time.perf_counter()
     query, limit = _check(query, limit)
-    chunks = DocumentChunk.objects.filter(_document_scope(user, agent, all_agents, include_global))
+    scope = _document_scope(user, agent, all_agents=False, include_global=include_global)
+    hits = _document_hits(scope, query, query_vector(query), limit, path_prefix, agent)
+    if user is not None:
+        with _bookkeeping():
+            _log(user, SearchTool.MEMORY_SEARCH, len(hits), started)
+    return hits
+
+
+@dataclass(frozen=True)
+class PageResults:
+    memories: list[MemoryHit]
+    documents: list[DocumentHit]
+
+
+def search_everything(
+    *, user: AbstractBaseUser, query: str, limit: int = 10, include_global: bool = False
+) -> PageResults:
+    """The search box: the user's memories and documents, their agents' private notes
+    included, with one query embedding and one log row. Looking is not using: the hits'
+    access counts (which rank the working memory) stay as they are."""
+    started = time.perf_counter()
+    query, limit = _check(query, limit)
+    vector = query_vector(query)
+    scope = _document_scope(user, None, all_agents=True, include_global=include_global)
+    ranked = _rank_memories(user, query, vector, limit, None, None)
+    results = PageResults(
+        memories=_memory_hits(ranked, Memory.objects.in_bulk([pk for pk, *_ in ranked])),
+        documents=_document_hits(scope, query, vector, limit, "", None),
+    )
+    with _bookkeeping():
+        _log(user, SearchTool.PAGE, len(results.memories) + len(results.documents), started)
+    return results
+
+
+def _rank_memories(
+    user: AbstractBaseUser,
+    query: str,
+    vector: QueryVector | None,
+    limit: int,
+    kind: str | None,
+    tags: list[str] | None,
+) -> list[tuple[int, float, Ranks, float, float]]:
+    """The best `limit` memory ids with their score, ranks, decay and use boost."""
+    rows = memory_list(user=user, kind=kind)
+    if tags:
+        rows = rows.filter(tags__contains=[tag.lower() for tag in tags])
+    # Each side also reads what the ranking needs, so no candidate is fetched again.
+    fused, (updated_at, access_count) = _fuse(rows, query, vector, "updated_at", "access_count")
+    now = timezone.now()
+    scored = []
+    for pk, ranks in fused.items():
+        decay = _decay(now - updated_at[pk])
+        use_boost = 1 + settings.MNEMO_SEARCH_ACCESS_BOOST * access_count[pk]
+        scored.append((ranks.fused * decay * use_boost, pk, ranks, decay, use_boost))
+    scored.sort(key=lambda row: (-row[0], row[1]))
+    return [(pk, score, ranks, decay, boost) for score, pk, ranks, decay, boost in scored[:limit]]
+
+
+def _memory_hits(
+    ranked: list[tuple[int, float, Ranks, float, float]], memories: dict[int, Memory]
+) -> list[MemoryHit]:
+    """The ranked memories as hits, leaving out any deleted since it was ranked."""
+    return [
+        MemoryHit(memories[pk], score, ranks, decay, use_boost)
+        for pk, score, ranks, decay, use_boost in ranked
+        if pk in memories
+    ]
+
+
+def _document_hits(
+    scope: Q,
+    query: str,
+    vector: QueryVector | None,
+    limit: int,
+    path_prefix: str,
+    agent: Agent | None,
+) -> list[DocumentHit]:
+    chunks = DocumentChunk.objects.filter(scope)
     if path_prefix:
         chunks = chunks.filter(_path_filter(path_prefix, agent))
-    fused, _ = _fuse(chunks, query)
+    fused, _ = _fuse(chunks, query, vector)
     rows = (
         DocumentChunk.objects.filter(pk__in=list(fused))
         .select_related("document")
@@ -180,32 +244,44 @@ def search_documents(
         current = best.get(chunk.document_id)
         if current is None or hit.score > current.score:
             best[chunk.document_id] = hit
-    hits = sorted(best.values(), key=lambda hit: (-hit.score, hit.path))[:limit]
-    if user is not None:
-        with _bookkeeping():
-            _log(user, tool, len(hits), started)
-    return hits
+    return sorted(best.values(), key=lambda hit: (-hit.score, hit.path))[:limit]
 
 
-def search_stats(*, user: AbstractBaseUser) -> dict[str, float | int]:
-    """How many searches the user's agents and pages ran, and their average latency."""
-    stats = SearchLog.objects.filter(user=user).aggregate(
-        queries=Count("id"), average_ms=Avg("latency_ms")
+@dataclass(frozen=True)
+class SearchStats:
+    queries: int
+    average_ms: float
+    by_tool: list[tuple[str, int, float]]  # (what searched, queries, average ms), busiest first
+
+
+def search_stats(*, user: AbstractBaseUser) -> SearchStats:
+    """How many searches the user's agents and search box ran, and their average latency."""
+    logs = SearchLog.objects.filter(user=user)
+    total = logs.aggregate(queries=Count("id"), average_ms=Avg("latency_ms"))
+    per_tool = (
+        logs.values("tool")
+        .annotate(queries=Count("id"), average_ms=Avg("latency_ms"))
+        .order_by("-queries", "tool")
     )
-    return {"queries": stats["queries"], "average_ms": stats["average_ms"] or 0.0}
+    labels = dict(SearchTool.choices)
+    return SearchStats(
+        queries=total["queries"],
+        average_ms=total["average_ms"] or 0.0,
+        by_tool=[(labels[row["tool"]], row["queries"], row["average_ms"]) for row in per_tool],
+    )
 
 
 # --- the two sides and their fusion ------------------------------------------------------
 
 
 def _fuse(
-    rows: QuerySet, query: str, *columns: str
+    rows: QuerySet, query: str, vector: QueryVector | None, *columns: str
 ) -> tuple[dict[int, Ranks], list[dict[int, Any]]]:
     """Row id → ranks for every row among either side's top candidates, best fused first;
     and for each of `columns`, row id → that column's value."""
     candidates = settings.MNEMO_SEARCH_CANDIDATES
     keyword_rows = _keyword_side(rows, query, candidates, columns)
-    vector_rows = _vector_side(rows, query, candidates, columns)
+    vector_rows = _vector_side(rows, vector, candidates, columns) if vector else []
     k = settings.MNEMO_SEARCH_RRF_K
     keyword_rank = {row[0]: rank for rank, row in enumerate(keyword_rows, start=1)}
     vector_rank = {row[0]: rank for rank, row in enumerate(vector_rows, start=1)}
@@ -234,22 +310,43 @@ def _keyword_side(
 
 
 def _vector_side(
-    rows: QuerySet, query: str, candidates: int, columns: tuple[str, ...]
+    rows: QuerySet, query: QueryVector, candidates: int, columns: tuple[str, ...]
 ) -> list[tuple]:
-    try:
-        embedder = get_embedder()
-        (vector,) = embedder.embed([query])
-    except EmbeddingError as error:
-        # Keyword results still come back; the vector side returns when the provider does.
-        logger.warning("Search without vectors: %s", error)
-        return []
     nearest = (
-        rows.filter(embedding_model=embedder.model, embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", vector))
+        rows.filter(embedding_model=query.model, embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", query.vector))
         .order_by("distance", "pk")
         .values_list("pk", *columns)
     )
     return list(nearest[:candidates])
+
+
+class _Cooldown:
+    """Until when (time.monotonic()) this process leaves the vector side out, after the
+    embedding provider failed a query."""
+
+    until = 0.0
+
+
+def reset_query_cooldown() -> None:
+    """Let the next search try the embedding provider again."""
+    _Cooldown.until = 0.0
+
+
+def query_vector(query: str) -> QueryVector | None:
+    """The query's embedding, or None while the provider is failing: the keyword side
+    still answers, and no search waits on a provider that just failed."""
+    if time.monotonic() < _Cooldown.until:
+        return None
+    try:
+        embedder = get_query_embedder()
+        (vector,) = embedder.embed([query])
+    except EmbeddingError as error:
+        pause = settings.MNEMO_SEARCH_EMBED_COOLDOWN
+        _Cooldown.until = time.monotonic() + pause
+        logger.warning("Searching by keywords only for the next %g s: %s", pause, error)
+        return None
+    return QueryVector(model=embedder.model, vector=vector)
 
 
 def _document_scope(
@@ -323,9 +420,10 @@ def _bookkeeping() -> Iterator[None]:
         yield
 
 
-def _count_use(ids: list[int], now: datetime.datetime) -> dict[int, Memory]:
-    """Count a use of each hit in one UPDATE, which returns the rows as they are after it
-    (without their vector and tsvector, as Memory.objects reads them)."""
+def _count_use(ids: list[int]) -> dict[int, Memory]:
+    """Count a use of each memory in one UPDATE, which returns the rows as they are after
+    it (without their vector and tsvector, as Memory.objects reads them); a row deleted
+    meanwhile is not among them."""
     if not ids:
         return {}
     columns = ", ".join(
@@ -337,7 +435,7 @@ def _count_use(ids: list[int], now: datetime.datetime) -> dict[int, Memory]:
     updated = Memory.objects.raw(
         f"UPDATE {table} SET access_count = access_count + 1, last_accessed_at = %s "  # noqa: S608 - names from the model
         f"WHERE id = ANY(%s) RETURNING {columns}",
-        [now, ids],
+        [timezone.now(), ids],
     )
     return {memory.pk: memory for memory in updated}
 
@@ -345,6 +443,8 @@ def _count_use(ids: list[int], now: datetime.datetime) -> dict[int, Memory]:
 def _check(query: object, limit: object) -> tuple[str, int]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("Say what to search for: the query is empty.", field="query")
+    if "\x00" in query:
+        raise InvalidInput("The query contains a NUL character (U+0000).", field="query")
     if len(query) > MAX_QUERY_LENGTH:
         raise InvalidInput(
             f"The query is {len(query)} characters long; at most {MAX_QUERY_LENGTH}.",

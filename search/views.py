@@ -2,9 +2,10 @@
 
 GET /search/?q=… is a page of its own (linkable, works without JavaScript). The same box
 sits on the Context page; there htmx asks for just the results region on each pause in
-typing. Searches run through search.services with tool=SearchTool.PAGE, so they count in
-the user's stats. An empty query shows nothing; a bad one (too long) says why, next to the
-box, with status 400 for a plain request (an htmx swap needs a 200 to show it).
+typing. Each one is a search_everything: one row in the user's stats, and no hit counts as
+a use (the user looking is not the assistant using it). An empty query shows nothing; a bad
+one (too long) says why, next to the box, with status 400 for a plain request (an htmx swap
+needs a 200 to show it).
 """
 
 from __future__ import annotations
@@ -24,15 +25,13 @@ from context.selectors import global_documents_readable, scope_of_row
 from lib.errors import InvalidInput
 from lib.pages import render_page
 from memory.keys import ENTRY_KINDS
-from search.models import SearchTool
 from search.services import (
     HIGHLIGHT_END,
     HIGHLIGHT_START,
     DocumentHit,
     MemoryHit,
     Ranks,
-    search_documents,
-    search_memory,
+    search_everything,
 )
 
 if TYPE_CHECKING:
@@ -42,8 +41,7 @@ if TYPE_CHECKING:
 
 PAGE = "search/search.html"
 RESULTS_PARTIAL = "results"
-MEMORY_LIMIT = 10
-DOCUMENT_LIMIT = 10
+RESULT_LIMIT = 10  # of each kind
 _HIGHLIGHTED = re.compile(f"{re.escape(HIGHLIGHT_START)}(.*?){re.escape(HIGHLIGHT_END)}", re.DOTALL)
 
 
@@ -124,19 +122,13 @@ def _document_result(user: AbstractBaseUser, hit: DocumentHit) -> DocumentResult
 
 
 def _results(user: AbstractBaseUser, query: str) -> dict[str, Any]:
-    """Both searches, as the page shows them. Raises InvalidInput for a bad query."""
-    memory_hits = search_memory(user=user, query=query, limit=MEMORY_LIMIT, tool=SearchTool.PAGE)
-    document_hits = search_documents(
-        user=user,
-        query=query,
-        limit=DOCUMENT_LIMIT,
-        all_agents=True,  # the user sees every one of their agents' private notes
-        include_global=global_documents_readable(),
-        tool=SearchTool.PAGE,
+    """Both kinds of results, as the page shows them. Raises InvalidInput for a bad query."""
+    found = search_everything(
+        user=user, query=query, limit=RESULT_LIMIT, include_global=global_documents_readable()
     )
     return {
-        "memory_results": [_memory_result(hit) for hit in memory_hits],
-        "document_results": [_document_result(user, hit) for hit in document_hits],
+        "memory_results": [_memory_result(hit) for hit in found.memories],
+        "document_results": [_document_result(user, hit) for hit in found.documents],
     }
 
 

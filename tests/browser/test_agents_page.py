@@ -127,6 +127,7 @@ def test_dismissing_the_revoke_confirmation_keeps_the_token(
 def test_pause_and_resume_memory(signed_in_page, alice, alice_token, live_server, same_document):
     page = signed_in_page(alice)
     page.goto("/agents/")
+    page.get_by_role("link", name="Settings", exact=True).last.click()
     status_card = page.locator("#memory-status")
     expect(status_card.get_by_role("heading")).to_have_text("Memory is on")
 
@@ -145,7 +146,7 @@ def test_pause_and_resume_memory(signed_in_page, alice, alice_token, live_server
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Context").click()
     expect(page.get_by_role("note")).to_contain_text("Memory is paused.")
 
-    page.get_by_role("link", name="Resume on the Agents page").click()
+    page.get_by_role("link", name="Resume in Settings").click()
     with same_document(page):
         page.get_by_role("button", name="Resume memory").click()
         expect(status_card.get_by_role("heading")).to_have_text("Memory is on")

@@ -135,6 +135,18 @@ def test_a_one_megabyte_document_fits_even_json_escaped(call_tool, alice, alice_
     assert body_of(alice, "big.md") == content
 
 
+def test_a_large_file_with_few_spaces_is_stored_and_found(call_tool, alice, alice_token):
+    # Commas but no spaces: once one chunk, whose full-text vector outgrew PostgreSQL's 1 MB.
+    content = ",".join(f"row{n};{n * 7};{n % 13}" for n in range(50_000))
+
+    response = call_tool(alice_token, "memory_write", {"path": "data.csv", "content": content})
+    found = call_tool(alice_token, "memory_search", {"query": "row49999"}).json()["results"]
+
+    assert response.status_code == 200, response.content[:300]
+    assert body_of(alice, "data.csv") == content
+    assert [(hit["path"], hit["keyword_rank"]) for hit in found] == [("data.csv", 1)]
+
+
 def test_content_over_one_megabyte_is_400_naming_the_limit(call_tool, alice, alice_token):
     content = "x" * (MAX_BODY_BYTES + 1)
     response = call_tool(alice_token, "memory_write", {"path": "big.md", "content": content})

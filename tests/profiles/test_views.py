@@ -32,7 +32,8 @@ def issued(alice_agent):
         ("post", "/agents/new/"),
         ("post", "/agents/1/tokens/"),
         ("post", "/agents/tokens/1/revoke/"),
-        ("post", "/agents/memory/"),
+        ("get", "/settings/"),
+        ("post", "/settings/memory/"),
     ],
 )
 def test_login_required(client, db, method, path):
@@ -68,7 +69,7 @@ def test_page_lists_agents_and_tokens(client, alice, alice_agent, issued):
     # The secret and its hash are never on the page.
     assert issued.raw not in html
     assert issued.token.token_hash not in html
-    assert "Memory is on" in html
+    assert '<a href="/settings/">Settings</a>' in html
     assert '<label for="id_agent_name">Agent name</label>' in html
     assert f'<label for="id_token_label_{alice_agent.pk}">Token label</label>' in html
     assert "/static/js/copy.js" in html
@@ -80,7 +81,6 @@ def test_page_htmx_partial(client, alice, alice_agent):
     html = response.content.decode()
     assert response.status_code == 200
     assert "<html" not in html
-    assert '<section id="memory-status"' in html
     assert f'id="agent-{alice_agent.pk}"' in html
 
 
@@ -298,12 +298,27 @@ def test_revoke_needs_post(client, alice, issued):
     assert issued.token.revoked_at is None
 
 
-# Pause and resume memory ----------------------------------------------------
+# Settings: pause and resume memory, the budget, search stats -------------------
+
+
+def test_settings_page_shows_memory_budget_and_search(client, alice):
+    profile_update(user=alice, token_budget=3500)
+    client.force_login(alice)
+    response = client.get("/settings/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert response["Cache-Control"].startswith("max-age=0")
+    assert '<a href="/settings/" aria-current="page">Settings</a>' in html
+    assert "Memory is on" in html
+    assert '<button type="submit" class="secondary">Pause memory</button>' in html
+    assert "up to <strong>3500 tokens</strong> of working memory" in html
+    assert '<h2 id="search-stats-title">Search</h2>' in html
+    assert "<p>No searches yet.</p>" in html
 
 
 def test_pause_and_resume_htmx(client, alice, alice_token, call_tool):
     client.force_login(alice)
-    paused = client.post("/agents/memory/", {"paused": "1"}, headers=HX)
+    paused = client.post("/settings/memory/", {"paused": "1"}, headers=HX)
     html = paused.content.decode()
     assert paused.status_code == 200
     assert "<html" not in html
@@ -317,7 +332,7 @@ def test_pause_and_resume_htmx(client, alice, alice_token, call_tool):
     assert refused.json()["error"]["code"] == "memory_paused"
     assert call_tool(alice_token, "list_memories", {}).status_code == 200
 
-    resumed = client.post("/agents/memory/", {"paused": "0"}, headers=HX)
+    resumed = client.post("/settings/memory/", {"paused": "0"}, headers=HX)
     assert "Memory is on" in resumed.content.decode()
     assert '<button type="submit" class="secondary">Pause memory</button>' in (
         resumed.content.decode()
@@ -329,14 +344,14 @@ def test_pause_and_resume_htmx(client, alice, alice_token, call_tool):
 
 def test_pause_without_js_redirects_with_message(client, alice):
     client.force_login(alice)
-    response = client.post("/agents/memory/", {"paused": "1"})
+    response = client.post("/settings/memory/", {"paused": "1"})
     assert response.status_code == 302
-    assert response["Location"] == "/agents/"
+    assert response["Location"] == "/settings/"
     assert Profile.objects.get(user=alice).memory_paused is True
-    page = client.get("/agents/").content.decode()
+    page = client.get("/settings/").content.decode()
     assert "Memory paused. Agents can read your memory but not change it." in page
     assert "Resume memory" in page
-    client.post("/agents/memory/", {"paused": "0"})
+    client.post("/settings/memory/", {"paused": "0"})
     assert Profile.objects.get(user=alice).memory_paused is False
 
 
@@ -344,8 +359,8 @@ def test_pause_without_js_redirects_with_message(client, alice):
 def test_pause_with_bad_value_changes_nothing(client, alice, data):
     profile_update(user=alice, memory_paused=True)
     client.force_login(alice)
-    assert client.post("/agents/memory/", data).status_code == 400
-    htmx = client.post("/agents/memory/", data, headers=HX)
+    assert client.post("/settings/memory/", data).status_code == 400
+    htmx = client.post("/settings/memory/", data, headers=HX)
     assert htmx.status_code == 200
     assert "That request could not be understood." in htmx.content.decode()
     assert Profile.objects.get(user=alice).memory_paused is True
@@ -353,7 +368,7 @@ def test_pause_with_bad_value_changes_nothing(client, alice, data):
 
 def test_pause_is_per_user(client, alice, bob):
     client.force_login(bob)
-    client.post("/agents/memory/", {"paused": "1"})
+    client.post("/settings/memory/", {"paused": "1"})
     assert Profile.objects.get(user=bob).memory_paused is True
     assert not Profile.objects.filter(user=alice, memory_paused=True).exists()
 

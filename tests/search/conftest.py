@@ -231,20 +231,25 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+MACHINE_REDIS = "redis://127.0.0.1:6379/11"  # the machine's Redis, a database for tests
+
+
 @pytest.fixture
 def redis_url(tmp_path) -> Iterator[str]:
-    """A Redis broker URL: a private redis-server when the binary is installed, otherwise the
-    one on 127.0.0.1:6379 (database 11). Neither: the test fails saying so."""
+    """A Redis broker URL: the machine's Redis on 127.0.0.1:6379 (database 11, emptied
+    before and after) when it answers, as in CI, where .ci/run starts it; otherwise a
+    private redis-server when the binary is installed. Neither: the test fails saying so."""
+    if _redis_answers(MACHINE_REDIS):
+        _flush(MACHINE_REDIS)
+        yield MACHINE_REDIS
+        _flush(MACHINE_REDIS)
+        return
     binary = shutil.which("redis-server")
     if binary is None:
-        url = "redis://127.0.0.1:6379/11"
-        if not _redis_answers(url):
-            pytest.fail(
-                "The Redis broker test needs Redis: install redis-server (the test starts "
-                "its own) or run one on 127.0.0.1:6379 (.ci/run does when it is installed)."
-            )
-        yield url
-        return
+        pytest.fail(
+            "The Redis broker test needs Redis: run one on 127.0.0.1:6379 (.ci/run starts "
+            "redis-server when it is installed) or install redis-server (the test starts its own)."
+        )
     port = _free_port()
     server = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
@@ -263,6 +268,12 @@ def redis_url(tmp_path) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _flush(url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(url, socket_connect_timeout=0.5).flushdb()
 
 
 @pytest.fixture

@@ -3,7 +3,9 @@
 It answers ``POST /v1/embeddings`` with deterministic vectors (``fake_vector``), records
 every request (path, headers, JSON body) and plays a script of replies first: a status
 with headers, a delay, vectors of a forced length, data in shuffled order, floats where
-base64 was asked for, or a raw body. With the script empty it answers normally.
+base64 was asked for, or a raw body. With the script empty it answers normally, except
+that a request with an input containing ``refuse_containing`` gets a 400, as a server
+refuses an input over its model's length.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.replies: deque[Reply] = deque()
+        self.refuse_containing: str | None = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -86,6 +89,12 @@ class FakeOpenAI:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    def refused(self, payload: Any) -> bool:
+        marker = self.refuse_containing
+        inputs = payload.get("input", []) if isinstance(payload, dict) else []
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        return bool(marker) and any(marker in text for text in inputs)
+
     def _next_reply(self, recorded: Recorded) -> Reply:
         with self._lock:
             self.requests.append(recorded)
@@ -113,6 +122,9 @@ class FakeOpenAI:
                     return
                 if self.path != "/v1/embeddings":
                     self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                elif fake.refused(payload):
+                    refusal = {"error": {"message": "input is too long for this model"}}
+                    self._send(400, refusal, {})
                 elif reply.status != 200:
                     body = reply.body or {"error": {"message": f"scripted {reply.status}"}}
                     self._send(reply.status, body, reply.headers)

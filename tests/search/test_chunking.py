@@ -1,5 +1,7 @@
 """Chunking: about 800 words, 15% overlap, a short tail merged into the previous chunk."""
 
+import random
+
 from search.chunking import split_into_chunks
 
 
@@ -56,3 +58,36 @@ def test_every_word_is_in_some_chunk_in_order():
                 seen.append(word)
     assert seen == text.split()
     assert "\n" in chunks[0]
+
+
+def test_text_with_few_spaces_is_cut_by_characters():
+    # A CSV line of 769 KB once made one chunk too large for a tsvector (1 MB).
+    csv = ",".join(f"row{n};{n * 7};{n % 13}" for n in range(50_000))
+    kana = [chr(code) for code in range(0x3041, 0x3097)]
+    japanese = "".join(random.Random(7).choices(kana, k=240_000))  # no spaces at all
+
+    for text in (csv, japanese):
+        chunks = split_into_chunks(text)
+
+        assert max(len(chunk) for chunk in chunks) <= 8000
+        assert len(chunks) >= len(text) / 8000
+        # Neighbours overlap and together they hold the whole text, in order.
+        assert chunks[0] == text[: len(chunks[0])]
+        assert text.endswith(chunks[-1])
+        position = 0
+        for chunk in chunks:
+            found = text.find(chunk, max(0, position - len(chunk)))
+            assert 0 <= found <= position
+            position = found + len(chunk)
+        assert position == len(text)
+
+
+def test_long_words_among_short_ones_keep_chunks_within_the_limit():
+    url = "https://example.com/" + "x" * 500
+    text = " ".join(f"see {url} now" for _ in range(200))  # 200 long words, 400 short
+
+    chunks = split_into_chunks(text)
+
+    assert max(len(chunk) for chunk in chunks) <= 8000
+    assert "".join(chunks[0].split()) in "".join(text.split())
+    assert text.endswith(chunks[-1])

@@ -207,6 +207,50 @@ def test_backfill_stops_with_a_clear_error_when_the_provider_is_down(
     assert [row.embedding for row in memories()] == [None] * 6
 
 
+def test_a_text_the_provider_refuses_is_skipped_and_reported(
+    local_provider, openai_server, alice, settings
+):
+    write_rows(alice)
+    refused = memory_upsert(
+        user=alice, key="fact:refused", value="a REFUSE-ME text", actor=Actor.for_user(alice)
+    ).memory
+    use_openai(settings, openai_server)
+    openai_server.refuse_containing = "REFUSE-ME"
+
+    with pytest.raises(CommandError) as raised:
+        run("backfill_embeddings")
+
+    # Every other row, in the refused row's batch and after it, got its vector.
+    assert [row.pk for row in memories() + chunks() if row.embedding is None] == [refused.pk]
+    assert str(raised.value).startswith(
+        "1 row(s) could not be embedded and are found by keywords only"
+    )
+    assert f"memory {refused.pk}: The embedding server" in str(raised.value)
+    assert "input is too long for this model" in str(raised.value)
+    # Once the cause is gone, the next run picks it up.
+    openai_server.refuse_containing = None
+    out, _ = run("backfill_embeddings")
+    assert out.startswith("Embedded 1 memories and 0 document chunks")
+
+
+def test_a_task_embeds_the_rest_of_a_document_around_a_refused_chunk(
+    local_provider, openai_server, alice, settings
+):
+    words = [f"word{n}" for n in range(3000)]
+    words[1000] = "REFUSE-ME"
+    document = document_write(
+        user=alice, path="long.md", content=" ".join(words), actor=Actor.for_user(alice)
+    )
+    use_openai(settings, openai_server)
+    openai_server.refuse_containing = "REFUSE-ME"
+
+    embedded = embed_document(document.pk)
+
+    missing = [row.ordinal for row in chunks() if row.embedding is None]
+    assert (embedded, missing) == (len(chunks()) - 1, [1])
+    assert "REFUSE-ME" in DocumentChunk.objects.get(ordinal=1).text
+
+
 # --- reindex --------------------------------------------------------------------------------
 
 

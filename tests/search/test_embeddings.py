@@ -533,7 +533,11 @@ def test_changing_a_setting_or_resetting_builds_a_new_embedder(embedding_setting
 
 
 def _settings_process(tmp_path, **environment):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MNEMO_EMBEDDING", "OPENAI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MNEMO_EMBEDDING", "OPENAI", "MNEMO_SEARCH"))
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         MNEMO_DATA_DIR=str(tmp_path),
@@ -546,7 +550,8 @@ def _settings_process(tmp_path, **environment):
         "print(s.MNEMO_EMBEDDING_PROVIDER, s.MNEMO_EMBEDDING_DIMENSIONS, "
         "s.MNEMO_EMBEDDING_SEND_DIMENSIONS, s.MNEMO_EMBEDDING_BATCH_SIZE, "
         "s.MNEMO_EMBEDDING_CONNECT_TIMEOUT, s.MNEMO_EMBEDDING_TIMEOUT, "
-        "s.MNEMO_EMBEDDING_RETRIES, s.MNEMO_EMBEDDING_BACKOFF, s.MNEMO_EMBEDDING_BACKOFF_MAX)"
+        "s.MNEMO_EMBEDDING_RETRIES, s.MNEMO_EMBEDDING_BACKOFF, s.MNEMO_EMBEDDING_BACKOFF_MAX, "
+        "s.MNEMO_SEARCH_EMBED_TIMEOUT, s.MNEMO_SEARCH_EMBED_COOLDOWN)"
     )
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -572,6 +577,8 @@ def test_settings_defaults_and_values_from_the_environment(tmp_path):
         MNEMO_EMBEDDING_RETRIES="0",
         MNEMO_EMBEDDING_BACKOFF="0.1",
         MNEMO_EMBEDDING_BACKOFF_MAX="2",
+        MNEMO_SEARCH_EMBED_TIMEOUT="0.5",
+        MNEMO_SEARCH_EMBED_COOLDOWN="10",
     )
 
     assert defaults.returncode == 0, defaults.stderr
@@ -585,6 +592,8 @@ def test_settings_defaults_and_values_from_the_environment(tmp_path):
         "3",
         "0.5",
         "8.0",
+        "2.0",
+        "30.0",
     ]
     assert chosen.returncode == 0, chosen.stderr
     assert chosen.stdout.split() == [
@@ -597,6 +606,8 @@ def test_settings_defaults_and_values_from_the_environment(tmp_path):
         "0",
         "0.1",
         "2.0",
+        "0.5",
+        "10.0",
     ]
 
 

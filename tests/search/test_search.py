@@ -1,6 +1,7 @@
 """Hybrid search with the real local embedder on a small fixed corpus, and isolation."""
 
 import datetime
+import time
 
 import pytest
 from django.db import connection, transaction
@@ -11,7 +12,8 @@ from activity.actors import Actor
 from context.models import DocumentChunk
 from context.services import document_write
 from memory.models import Memory
-from memory.services import memory_upsert
+from memory.services import memory_delete, memory_upsert
+from search import services as search_services
 from search.embeddings import get_embedder
 from search.indexing import (
     chunks_needing_vectors,
@@ -23,10 +25,15 @@ from search.models import SearchLog
 from search.services import (
     HIGHLIGHT_END,
     HIGHLIGHT_START,
+    QueryVector,
+    reset_query_cooldown,
     search_documents,
+    search_everything,
     search_memory,
     search_stats,
 )
+from tests.search.conftest import use_openai
+from tests.search.fake_openai import Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -99,6 +106,75 @@ def test_an_item_found_by_both_sides_comes_first(corpus):
     assert first.ranks.fused == pytest.approx(
         1 / (60 + first.ranks.keyword_rank) + 1 / (60 + first.ranks.vector_rank)
     )
+
+
+def test_rows_matching_more_of_the_query_rank_higher_by_keywords(alice):
+    # Inserted so that neither id order gives the right ranking.
+    remember(
+        alice,
+        {
+            "fact:one": "Roses need sun",
+            "fact:three": "Spring roses bloom in the garden",
+            "fact:two": "The garden roses are pruned in March",
+        },
+    )  # not embedded: the keyword side alone
+
+    hits = search_memory(user=alice, query="spring garden roses")
+
+    assert [(hit.memory.key, hit.ranks.keyword_rank) for hit in hits] == [
+        ("fact:three", 1),
+        ("fact:two", 2),
+        ("fact:one", 3),
+    ]
+
+
+HANDMADE_MODEL = "test:handmade-3"
+
+
+def set_vector(user, key, vector):
+    Memory.objects.filter(user=user, key=key).update(
+        embedding=vector, embedding_model=HANDMADE_MODEL, embedded_hash="x"
+    )
+
+
+def test_fusion_puts_second_on_both_sides_above_first_on_one(alice, monkeypatch):
+    remember(
+        alice,
+        {
+            "fact:words": "alpine lake kayak trip",  # keyword #1, no vector
+            "fact:both": "alpine hut near the pass",  # keyword #2, vector #2
+            "fact:meaning": "mountain weekend plans",  # no shared word, vector #1
+        },
+    )
+    set_vector(alice, "fact:meaning", [1.0, 0.0, 0.0])
+    set_vector(alice, "fact:both", [0.8, 0.6, 0.0])
+    query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
+    monkeypatch.setattr(search_services, "query_vector", lambda _query: query)
+
+    hits = search_memory(user=alice, query="alpine lake kayak")
+
+    ranks = {hit.memory.key: (hit.ranks.keyword_rank, hit.ranks.vector_rank) for hit in hits}
+    assert ranks == {"fact:words": (1, None), "fact:both": (2, 2), "fact:meaning": (None, 1)}
+    assert keys(hits)[0] == "fact:both"
+    assert hits[0].ranks.fused == pytest.approx(2 / 62)
+    assert [hit.ranks.fused for hit in hits[1:]] == [pytest.approx(1 / 61)] * 2
+
+
+def test_during_a_model_change_only_the_new_models_vectors_are_compared(
+    corpus, openai_server, settings
+):
+    use_openai(settings, openai_server)  # every row still has a local-model vector
+
+    hits = search_memory(user=corpus, query="what happened with QX-88213?")
+
+    assert len(openai_server.requests) == 1  # the query was embedded by the new model
+    assert keys(hits)[0] == "fact:refund"  # found by its words
+    assert [hit.ranks.vector_rank for hit in hits] == [None] * len(hits)
+    # As reindex reaches a row, that row takes part by meaning again.
+    embed_memories(Memory.objects.filter(key="preference:tea"), get_embedder())
+    hits = search_memory(user=corpus, query="Prefers green tea over coffee in the morning")
+    by_meaning = [hit.memory.key for hit in hits if hit.ranks.vector_rank is not None]
+    assert by_meaning == ["preference:tea"]
 
 
 def test_a_question_matches_on_any_of_its_words(corpus):
@@ -196,6 +272,47 @@ def test_a_row_without_a_vector_is_still_found_by_keywords(alice):
     assert hits[0].ranks.vector_rank is None
 
 
+def test_a_slow_provider_holds_a_search_up_to_its_deadline_then_rests(
+    corpus, openai_server, settings
+):
+    use_openai(settings, openai_server, MNEMO_EMBEDDING_RETRIES=3, MNEMO_SEARCH_EMBED_TIMEOUT=0.3)
+    openai_server.script(Reply(delay=20), Reply(delay=20))
+    started = time.monotonic()
+
+    hits = search_memory(user=corpus, query="what happened with QX-88213?")
+
+    # One try, cut off at the deadline (the indexing embedder would have tried 4 times,
+    # 5 s each); the keyword side answered.
+    assert time.monotonic() - started < 10
+    assert len(openai_server.requests) == 1
+    assert (keys(hits)[0], hits[0].ranks.vector_rank) == ("fact:refund", None)
+    # Searches right after it do not call the provider at all.
+    again = search_memory(user=corpus, query="QX-88213")
+    assert keys(again)[0] == "fact:refund"
+    assert len(openai_server.requests) == 1
+    # After the cooldown the provider is asked again.
+    reset_query_cooldown()
+    search_memory(user=corpus, query="QX-88213")
+    assert len(openai_server.requests) == 2
+
+
+def test_a_memory_deleted_while_searching_is_left_out(corpus, monkeypatch):
+    rank = search_services._rank_memories
+
+    def rank_then_delete(*args):
+        ranked = rank(*args)
+        memory_delete(user=corpus, key="fact:refund", actor=Actor.for_user(corpus))
+        return ranked
+
+    monkeypatch.setattr(search_services, "_rank_memories", rank_then_delete)
+
+    hits = search_memory(user=corpus, query="QX-88213 refunded parcel")
+
+    assert hits
+    assert "fact:refund" not in keys(hits)
+    assert SearchLog.objects.get(user=corpus).results == len(hits)
+
+
 def test_a_changed_value_drops_its_stale_vector(corpus):
     memory_upsert(
         user=corpus, key="fact:hobby", value="Runs marathons", actor=Actor.for_user(corpus)
@@ -220,15 +337,36 @@ def test_users_only_ever_find_their_own_memories(alice, bob):
 def test_every_search_is_logged_with_its_latency(corpus, bob):
     search_memory(user=corpus, query="tea")
     search_memory(user=corpus, query="report")
+    search_documents(user=corpus, query="report")
+    search_everything(user=corpus, query="report")
 
+    logs = SearchLog.objects.filter(user=corpus)
+    assert sorted(logs.values_list("tool", flat=True)) == [
+        "memory_search",
+        "page",
+        "search_memory",
+        "search_memory",
+    ]
+    assert all(latency > 0 for latency in logs.values_list("latency_ms", flat=True))
     stats = search_stats(user=corpus)
-    assert stats["queries"] == 2
-    assert stats["average_ms"] > 0
-    assert search_stats(user=bob) == {"queries": 0, "average_ms": 0.0}
-    assert SearchLog.objects.filter(user=corpus, tool="search_memory").count() == 2
+    latencies = {
+        tool: list(logs.filter(tool=tool).values_list("latency_ms", flat=True))
+        for tool in ("search_memory", "memory_search", "page")
+    }
+    assert stats.queries == 4
+    assert stats.average_ms == pytest.approx(sum(sum(v) for v in latencies.values()) / 4)
+    assert stats.by_tool == [
+        ("Agents: search_memory (memories)", 2, pytest.approx(sum(latencies["search_memory"]) / 2)),
+        ("Agents: memory_search (documents)", 1, pytest.approx(latencies["memory_search"][0])),
+        ("You: the search box", 1, pytest.approx(latencies["page"][0])),
+    ]
+    empty = search_stats(user=bob)
+    assert (empty.queries, empty.average_ms, empty.by_tool) == (0, 0.0, [])
 
 
-@pytest.mark.parametrize(("query", "limit"), [("", 10), ("   ", 10), ("x" * 1001, 10), ("a", 0)])
+@pytest.mark.parametrize(
+    ("query", "limit"), [("", 10), ("   ", 10), ("x" * 1001, 10), ("a", 0), ("a\x00b", 10)]
+)
 def test_bad_query_or_limit_is_refused(alice, query, limit):
     from lib.errors import InvalidInput
 
@@ -324,8 +462,13 @@ def test_document_scopes(alice, bob, alice_agent):
         ("AGENT_MEMORY.md", "agent"),
         ("mine.md", "user"),
     ]
-    assert ("AGENT_MEMORY.md", "agent") in found(user=alice, all_agents=True)
-    assert len(found(user=alice, all_agents=True)) == 3
+    # The user's own search box sees every one of their agents' notes.
+    everything = search_everything(user=alice, query="zebra", limit=50).documents
+    assert sorted((hit.path, hit.chunk.document.agent_id) for hit in everything) == [
+        ("AGENT_MEMORY.md", alice_agent.pk),
+        ("AGENT_MEMORY.md", other_agent.pk),
+        ("mine.md", None),
+    ]
     assert found(user=bob) == [("bobs.md", "user")]
     assert found(user=bob, include_global=True) == [("bobs.md", "user"), ("handbook.md", "global")]
     assert found(user=None) == [("SOUL.md", "global"), ("handbook.md", "global")]

@@ -7,6 +7,7 @@ import pytest
 from activity.actors import Actor
 from context.services import document_write
 from memory.services import memory_upsert
+from profiles.services import token_create
 from search.embeddings import get_embedder
 from search.indexing import (
     chunks_needing_vectors,
@@ -156,6 +157,14 @@ def test_a_too_long_query_is_explained_next_to_the_box(as_alice):
     assert SearchLog.objects.count() == 0
 
 
+def test_a_nul_character_in_the_query_is_explained_not_a_server_error(as_alice):
+    page = as_alice.get("/search/?q=a%00b")
+
+    assert page.status_code == 400
+    assert "The query contains a NUL character (U+0000)." in results_region(page)
+    assert SearchLog.objects.count() == 0
+
+
 def test_nothing_found_gives_a_hint(as_alice, alice):
     say(alice, "fact:tea", "Prefers green tea")  # no vector yet: only its words can match
     response = as_alice.get("/search/?q=xylophone", headers=HX)
@@ -279,39 +288,51 @@ def test_highlight_escapes_before_marking():
 # ---------------------------------------------------------------- logging and stats
 
 
-def test_each_page_search_logs_both_searches_as_the_page(as_alice, alice, bob, twins):
+def test_each_page_search_is_logged_once_as_the_page(as_alice, alice, bob, twins):
     as_alice.get("/search/?q=QX-88213")
     as_alice.get("/search/?q=parcel", headers=HX)
 
     rows = SearchLog.objects.filter(user=alice).order_by("id")
-    assert [(row.tool, row.results) for row in rows] == [("page", 1)] * 4
+    # One row per search box query, counting its memory and its document result.
+    assert [(row.tool, row.results) for row in rows] == [("page", 2)] * 2
     assert all(row.latency_ms > 0 for row in rows)
     assert not SearchLog.objects.filter(user=bob).exists()
 
 
-def test_page_search_counts_as_a_use_of_the_memory(as_alice, alice, bob, twins):
-    as_alice.get("/search/?q=QX-88213")
+def test_a_page_search_is_not_a_use_of_the_memory(as_alice, alice, bob, twins):
+    response = as_alice.get("/search/?q=QX-88213")
+
+    assert "fact:order" in text(response)
     mine = alice.memories.get(key="fact:order")
-    assert mine.access_count == 1
-    assert mine.last_accessed_at is not None
-    assert bob.memories.get(key="fact:order").access_count == 0
+    assert (mine.access_count, mine.last_accessed_at) == (0, None)
 
 
-def test_the_agents_page_shows_search_stats(as_alice, alice, bob):
-    body = text(as_alice.get("/agents/"))
-    assert '<h2 id="search-stats-title">Search</h2>' in body
-    assert "<p>No searches yet.</p>" in body
-
+def test_the_settings_page_shows_search_stats(as_alice, alice, bob):
     for latency in (2.0, 4.0, 9.0):
         SearchLog.objects.create(user=alice, tool="page", results=1, latency_ms=latency)
     SearchLog.objects.create(user=alice, tool="search_memory", results=0, latency_ms=5.0)
     SearchLog.objects.create(user=bob, tool="page", results=1, latency_ms=500.0)
 
-    body = text(as_alice.get("/agents/"))
+    body = text(as_alice.get("/settings/"))
+
     assert "<p><strong>Searches: 4</strong>, average latency <strong>5.0 ms</strong></p>" in body
+    assert "<tr><td>You: the search box</td><td>3</td><td>5.0 ms</td></tr>" in body
+    assert "<tr><td>Agents: search_memory (memories)</td><td>1</td><td>5.0 ms</td></tr>" in body
+    assert "memory_search (documents)</td>" not in body
 
 
-def test_stats_count_real_searches(as_alice, alice, twins):
+def test_stats_count_real_searches(as_alice, alice, alice_agent, twins):
     as_alice.get("/search/?q=QX-88213")
-    body = text(as_alice.get("/agents/"))
+    token = token_create(agent=alice_agent).raw
+    as_alice.post(
+        "/api/v1/tools/search_memory",
+        {"query": "parcel"},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+    body = text(as_alice.get("/settings/"))
+
     assert "<strong>Searches: 2</strong>" in body
+    assert "<tr><td>You: the search box</td><td>1</td>" in body
+    assert "<tr><td>Agents: search_memory (memories)</td><td>1</td>" in body

@@ -3,7 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from search.embeddings import EmbeddingError, get_embedder
-from search.progress import embed_outdated
+from search.indexing import EmbeddingFailure
+from search.progress import embed_outdated, failures_report
 
 
 class Command(BaseCommand):
@@ -20,8 +21,10 @@ class Command(BaseCommand):
             embedder = get_embedder()
         except EmbeddingError as error:  # bad configuration
             raise CommandError(str(error)) from error
+        out = None if options["quiet_progress"] else self.stderr
+        failures: list[EmbeddingFailure] = []
         try:
-            done = embed_outdated(embedder, out=None if options["quiet_progress"] else self.stderr)
+            done = embed_outdated(embedder, out=out, failures=failures)
         except EmbeddingError as error:  # e.g. the provider went down partway
             raise CommandError(
                 f"{error}\nThe batches embedded so far are kept; run backfill_embeddings "
@@ -31,3 +34,5 @@ class Command(BaseCommand):
             f"Embedded {done['memories']} memories and {done['chunks']} document chunks "
             f"with {embedder.model}."
         )
+        if failures:
+            raise CommandError(failures_report(failures))

@@ -5,7 +5,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from context.models import DocumentChunk
 from memory.models import Memory
 from search.embeddings import EmbeddingError, get_embedder
-from search.progress import embed_outdated
+from search.indexing import EmbeddingFailure
+from search.progress import embed_outdated, failures_report
 
 
 class Command(BaseCommand):
@@ -33,8 +34,10 @@ class Command(BaseCommand):
             # Marking rows as outdated (not deleting their vectors) keeps this resumable.
             for model in (Memory, DocumentChunk):
                 model.objects.filter(embedding_model=embedder.model).update(embedding_model="")
+        out = None if options["quiet_progress"] else self.stderr
+        failures: list[EmbeddingFailure] = []
         try:
-            done = embed_outdated(embedder, out=None if options["quiet_progress"] else self.stderr)
+            done = embed_outdated(embedder, out=out, failures=failures)
         except EmbeddingError as error:  # e.g. the provider went down partway
             # Not --all again: that would mark the rows redone so far as outdated once more.
             raise CommandError(
@@ -45,3 +48,5 @@ class Command(BaseCommand):
             f"Re-embedded {done['memories']} memories and {done['chunks']} document chunks "
             f"with {embedder.model}."
         )
+        if failures:
+            raise CommandError(failures_report(failures))
