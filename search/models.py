@@ -10,10 +10,15 @@ class SearchTool(models.TextChoices):
 
 
 class SearchLog(models.Model):
-    """One search and how long it took, for the user's stats. No query text is kept."""
+    """One search and how long it took, for the user's stats. No query text is kept.
+    A system token's search of the global documents has no user."""
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="search_logs"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="search_logs",
     )
     tool = models.CharField(max_length=16, choices=SearchTool.choices)
     results = models.PositiveIntegerField()

@@ -138,14 +138,13 @@ def search_documents(
     include_global: bool = False,
 ) -> list[DocumentHit]:
     """The best chunk of each best-matching document an agent (or, with user=None, a
-    system token: the global scope only) may read. Logged for the user's stats."""
+    system token: the global scope only) may read. Logged (for the user's stats)."""
     started = time.perf_counter()
     query, limit = _check(query, limit)
     scope = _document_scope(user, agent, all_agents=False, include_global=include_global)
     hits = _document_hits(scope, query, query_vector(query), limit, path_prefix, agent)
-    if user is not None:
-        with _bookkeeping():
-            _log(user, SearchTool.MEMORY_SEARCH, len(hits), started)
+    with _bookkeeping():
+        _log(user, SearchTool.MEMORY_SEARCH, len(hits), started)
     return hits
 
 
@@ -455,6 +454,6 @@ def _check(query: object, limit: object) -> tuple[str, int]:
     return query.strip(), limit
 
 
-def _log(user: AbstractBaseUser, tool: str, results: int, started: float) -> None:
+def _log(user: AbstractBaseUser | None, tool: str, results: int, started: float) -> None:
     latency_ms = (time.perf_counter() - started) * 1000
     SearchLog.objects.create(user=user, tool=tool, results=results, latency_ms=latency_ms)

@@ -14,6 +14,7 @@ from search.indexing import (
     embed_memories,
     memories_needing_vectors,
 )
+from search.models import SearchLog
 from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
@@ -166,3 +167,8 @@ def test_system_tokens_search_global_documents_only(call_tool, settings, alice, 
     assert refused.status_code == 403
     assert [hit["path"] for hit in hidden] == ["mine.md"]
     assert sorted(hit["path"] for hit in shared) == ["handbook.md", "mine.md"]
+    # The system token's search is logged too, under no user; it counts in no one's stats.
+    assert SearchLog.objects.filter(user=None).values_list("tool", "results").get() == (
+        "memory_search",
+        1,
+    )

@@ -114,8 +114,8 @@ def test_full_page_and_htmx_partial(as_alice, alice, twins):
 
 
 def test_the_context_page_carries_the_box_on_every_tab(as_alice):
-    for tab in ("profile", "styles", "entries"):
-        body = text(as_alice.get(f"/?tab={tab}"))
+    for url in ("/?tab=profile", "/?tab=styles", "/?tab=entries", "/documents/"):
+        body = text(as_alice.get(url))
         assert '<form id="search-form" role="search" method="get" action="/search/"' in body
         assert 'hx-get="/search/" hx-target="#search-results" hx-swap="innerHTML"' in body
         assert 'hx-trigger="input changed delay:300ms, submit" hx-sync="this:replace"' in body
