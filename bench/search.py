@@ -821,10 +821,6 @@ def vector_plans(dimensions: int) -> list[VectorPlan]:
     ]
 
 
-def vector_text(vector: Sequence[float]) -> str:
-    return "[" + ",".join(f"{value:.8g}" for value in vector) + "]"
-
-
 PLAN_NODE = re.compile(r"^\s*(?:->\s*)?([A-Z][^(]*?)\s*\(cost")
 
 
@@ -861,6 +857,7 @@ def bench_vector_index(corpus: Corpus, args: argparse.Namespace) -> None:
     from django.conf import settings
     from django.db import connection
 
+    from lib.search_fields import vector_literal
     from search.embeddings import get_embedder
 
     limit = settings.MNEMO_SEARCH_CANDIDATES
@@ -868,7 +865,7 @@ def bench_vector_index(corpus: Corpus, args: argparse.Namespace) -> None:
     questions = [(rng.choice(corpus.users), corpus.maker.question()) for _ in range(args.vector)]
     vectors = get_embedder().embed([question for _, question in questions])
     queries = [
-        {"user": user.pk, "model": corpus.embed_model, "vector": vector_text(v), "limit": limit}
+        {"user": user.pk, "model": corpus.embed_model, "vector": vector_literal(v), "limit": limit}
         for (user, _), v in zip(questions, vectors, strict=True)
     ]
     plans = vector_plans(len(vectors[0]))

@@ -100,7 +100,7 @@ def document_write(
         if not created:
             document.body = content
             document.save(update_fields=["body", "updated_at"])
-        _record(document, action=VersionAction.WRITE, actor=actor)
+        _record(document, action=VersionAction.WRITE, actor=actor, new=created)
     return document
 
 
@@ -133,7 +133,7 @@ def document_append(
                 body += "\n"
             document.body = _clean_content(body + content)
             document.save(update_fields=["body", "updated_at"])
-        _record(document, action=VersionAction.APPEND, actor=actor)
+        _record(document, action=VersionAction.APPEND, actor=actor, new=created)
     return document
 
 
@@ -277,7 +277,7 @@ def document_restore(*, user: AbstractBaseUser | None, version_id: int, actor: A
         if not created:
             document.body = version.body
             document.save(update_fields=["body", "updated_at"])
-        _record(document, action=VersionAction.RESTORE, actor=actor)
+        _record(document, action=VersionAction.RESTORE, actor=actor, new=created)
     return document
 
 
@@ -409,8 +409,10 @@ def _clean_content(content: object) -> str:
     return content
 
 
-def _record(document: Document, *, action: VersionAction, actor: Actor) -> DocumentVersion:
-    rechunk_document(document)
+def _record(
+    document: Document, *, action: VersionAction, actor: Actor, new: bool
+) -> DocumentVersion:
+    rechunk_document(document, new=new)
     version = DocumentVersion.objects.create(
         document=document,
         user_id=document.user_id,

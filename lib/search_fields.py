@@ -1,5 +1,7 @@
 """Columns every searchable row carries: its vector and what made it."""
 
+from collections.abc import Iterable
+
 from django.db import models
 from pgvector.django import VectorField
 
@@ -33,3 +35,9 @@ class EmbeddingFields(models.Model):
 
     class Meta:
         abstract = True
+
+
+def vector_literal(vector: Iterable[float]) -> str:
+    """pgvector's text form of a vector, with the 9 significant digits that bring every
+    float32 back exactly; about twice as fast as pgvector.Vector.to_text's repr()."""
+    return "[" + ",".join([format(value, ".9g") for value in vector]) + "]"

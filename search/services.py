@@ -27,18 +27,16 @@ latency (SearchLog) for the user's stats.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery
-from django.db import connection, transaction
-from django.db.models import Avg, Count, F, Func, Q, QuerySet, TextField, Value
+from django.db import connection
+from django.db.models import Avg, Count, F, FloatField, Func, Q, QuerySet, TextField, Value
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -122,10 +120,8 @@ def search_memory(
     started = time.perf_counter()
     query, limit = _check(query, limit)
     ranked = _rank_memories(user, query, query_vector(query), limit, kind, tags)
-    with _bookkeeping():
-        hits = _memory_hits(ranked, _count_use([pk for pk, *_ in ranked]))
-        _log(user, SearchTool.SEARCH_MEMORY, len(hits), started)
-    return hits
+    used = _record(user, SearchTool.SEARCH_MEMORY, started, used=[pk for pk, *_ in ranked])
+    return _memory_hits(ranked, used)
 
 
 def search_documents(
@@ -143,8 +139,7 @@ def search_documents(
     query, limit = _check(query, limit)
     scope = _document_scope(user, agent, all_agents=False, include_global=include_global)
     hits = _document_hits(scope, query, query_vector(query), limit, path_prefix, agent)
-    with _bookkeeping():
-        _log(user, SearchTool.MEMORY_SEARCH, len(hits), started)
+    _record(user, SearchTool.MEMORY_SEARCH, started, results=len(hits))
     return hits
 
 
@@ -169,8 +164,7 @@ def search_everything(
         memories=_memory_hits(ranked, Memory.objects.in_bulk([pk for pk, *_ in ranked])),
         documents=_document_hits(scope, query, vector, limit, "", None),
     )
-    with _bookkeeping():
-        _log(user, SearchTool.PAGE, len(results.memories) + len(results.documents), started)
+    _record(user, SearchTool.PAGE, started, results=len(results.memories) + len(results.documents))
     return results
 
 
@@ -277,47 +271,62 @@ def _fuse(
     rows: QuerySet, query: str, vector: QueryVector | None, *columns: str
 ) -> tuple[dict[int, Ranks], list[dict[int, Any]]]:
     """Row id → ranks for every row among either side's top candidates, best fused first;
-    and for each of `columns`, row id → that column's value."""
+    and for each of `columns`, row id → that column's value. Both sides are one statement
+    (UNION ALL): one round trip, and the user's rows are read while still in cache."""
     candidates = settings.MNEMO_SEARCH_CANDIDATES
-    keyword_rows = _keyword_side(rows, query, candidates, columns)
-    vector_rows = _vector_side(rows, vector, candidates, columns) if vector else []
+    sides = _keyword_side(rows, query, candidates, columns)
+    if vector is not None:
+        vector_side = _vector_side(rows, vector, candidates, columns)
+        sides = sides.union(vector_side, all=True).order_by()  # each side keeps its own
+    keyword_rows, vector_rows = [], []
+    for side, order, *row in sides:
+        (keyword_rows if side == KEYWORD else vector_rows).append((order, *row))
+    # A UNION ALL promises no order, so each side is sorted again here, as its SQL did.
+    keyword_rows.sort(key=lambda row: (-row[0], row[1]))
+    vector_rows.sort(key=lambda row: (row[0], row[1]))
     k = settings.MNEMO_SEARCH_RRF_K
-    keyword_rank = {row[0]: rank for rank, row in enumerate(keyword_rows, start=1)}
-    vector_rank = {row[0]: rank for rank, row in enumerate(vector_rows, start=1)}
+    keyword_rank = {row[1]: rank for rank, row in enumerate(keyword_rows, start=1)}
+    vector_rank = {row[1]: rank for rank, row in enumerate(vector_rows, start=1)}
     fused = {}
     for pk in dict.fromkeys([*keyword_rank, *vector_rank]):
         ranks = (keyword_rank.get(pk), vector_rank.get(pk))
         score = sum(1 / (k + rank) for rank in ranks if rank is not None)
         fused[pk] = Ranks(keyword_rank=ranks[0], vector_rank=ranks[1], fused=score)
     values = [
-        {row[0]: row[i] for row in (*keyword_rows, *vector_rows)} for i, _ in enumerate(columns, 1)
+        {row[1]: row[i] for row in (*keyword_rows, *vector_rows)} for i, _ in enumerate(columns, 2)
     ]
     return dict(sorted(fused.items(), key=lambda item: -item[1].fused)), values
 
 
+KEYWORD, VECTOR = "keyword", "vector"
+
+
 def _keyword_side(
     rows: QuerySet, query: str, candidates: int, columns: tuple[str, ...]
-) -> list[tuple]:
+) -> QuerySet:
+    """(KEYWORD, rank, pk, *columns) of the best `candidates` rows by ts_rank_cd."""
     words = AnyWordQuery(query, config="english")
-    ranked = (
+    return (
         rows.filter(search_vector=words)
-        .annotate(rank=Func(F("search_vector"), words, function="ts_rank_cd"))
-        .order_by("-rank", "pk")
-        .values_list("pk", *columns)
+        .annotate(
+            side=Value(KEYWORD),
+            order=Func(F("search_vector"), words, function="ts_rank_cd", output_field=FloatField()),
+        )
+        .order_by("-order", "pk")
+        .values_list("side", "order", "pk", *columns)[:candidates]
     )
-    return list(ranked[:candidates])
 
 
 def _vector_side(
     rows: QuerySet, query: QueryVector, candidates: int, columns: tuple[str, ...]
-) -> list[tuple]:
-    nearest = (
+) -> QuerySet:
+    """(VECTOR, cosine distance, pk, *columns) of the `candidates` nearest rows."""
+    return (
         rows.filter(embedding_model=query.model, embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", query.vector))
-        .order_by("distance", "pk")
-        .values_list("pk", *columns)
+        .annotate(side=Value(VECTOR), order=CosineDistance("embedding", query.vector))
+        .order_by("order", "pk")
+        .values_list("side", "order", "pk", *columns)[:candidates]
     )
-    return list(nearest[:candidates])
 
 
 class _Cooldown:
@@ -405,38 +414,54 @@ def _decay(age: datetime.timedelta) -> float:
     return 1 / (1 + settings.MNEMO_SEARCH_DECAY_PER_DAY * age_days)
 
 
-@contextlib.contextmanager
-def _bookkeeping() -> Iterator[None]:
-    """One transaction for a search's access counts and log row, committed without waiting
-    for the disk: a crash of the machine (not of PostgreSQL) may lose the last fraction of a
-    second of counts and logs, never a memory, and no search waits for a flush. Inside a
-    caller's transaction it is only a savepoint and leaves their commit durable."""
-    outermost = not connection.in_atomic_block
-    with transaction.atomic():
-        if outermost:
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit = off")
-        yield
+def _record(
+    user: AbstractBaseUser | None,
+    tool: str,
+    started: float,
+    *,
+    results: int = 0,
+    used: list[int] | None = None,
+) -> dict[int, Memory]:
+    """Log the search with its latency so far and count a use of each `used` memory, in one
+    statement; return those memories as they are after it (a row deleted meanwhile is not
+    among them, and then the log counts what was returned).
+
+    On its own (not inside a caller's transaction) the statement commits without waiting
+    for the disk (synchronous_commit off for its transaction only): a crash of the machine,
+    not of PostgreSQL, may lose the last fraction of a second of counts and logs, never a
+    memory, and no search waits for a flush. Inside a caller's transaction the caller's
+    commit stays durable."""
+    params = {
+        "user": user.pk if user is not None else None,
+        "tool": tool,
+        "results": results,
+        "latency": (time.perf_counter() - started) * 1000,
+        "now": timezone.now(),
+        "ids": used or [],
+    }
+    sql = _record_sql(relaxed=not connection.in_atomic_block, count_used=used is not None)
+    return {memory.pk: memory for memory in Memory.objects.raw(sql, params)}
 
 
-def _count_use(ids: list[int]) -> dict[int, Memory]:
-    """Count a use of each memory in one UPDATE, which returns the rows as they are after
-    it (without their vector and tsvector, as Memory.objects reads them); a row deleted
-    meanwhile is not among them."""
-    if not ids:
-        return {}
+def _record_sql(*, relaxed: bool, count_used: bool) -> str:
+    quote = connection.ops.quote_name
     columns = ", ".join(
-        connection.ops.quote_name(field.column)
+        quote(field.column)
         for field in Memory._meta.concrete_fields
-        if field.name not in SEARCH_COLUMNS
+        if field.name not in SEARCH_COLUMNS  # as Memory.objects reads rows
     )
-    table = connection.ops.quote_name(Memory._meta.db_table)
-    updated = Memory.objects.raw(
-        f"UPDATE {table} SET access_count = access_count + 1, last_accessed_at = %s "  # noqa: S608 - names from the model
-        f"WHERE id = ANY(%s) RETURNING {columns}",
-        [timezone.now(), ids],
-    )
-    return {memory.pk: memory for memory in updated}
+    memories, logs = quote(Memory._meta.db_table), quote(SearchLog._meta.db_table)
+    results = "(SELECT count(*) FROM used)" if count_used else "%(results)s"
+    parts = [
+        f"used AS (UPDATE {memories} SET access_count = access_count + 1, "  # noqa: S608 - names from the models
+        f"last_accessed_at = %(now)s WHERE id = ANY(%(ids)s) RETURNING {columns})",
+        f"logged AS (INSERT INTO {logs} (user_id, tool, results, latency_ms, created_at) "  # noqa: S608 - names from the models
+        f"SELECT %(user)s, %(tool)s, {results}, %(latency)s, %(now)s"
+        + (" FROM relaxed)" if relaxed else ")"),
+    ]
+    if relaxed:
+        parts.insert(0, "relaxed AS (SELECT set_config('synchronous_commit', 'off', true))")
+    return f"WITH {', '.join(parts)} SELECT {columns} FROM used"  # noqa: S608 - names from the models
 
 
 def _check(query: object, limit: object) -> tuple[str, int]:
@@ -452,8 +477,3 @@ def _check(query: object, limit: object) -> tuple[str, int]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"Limit must be a whole number from 1 to {MAX_LIMIT}.", field="limit")
     return query.strip(), limit
-
-
-def _log(user: AbstractBaseUser | None, tool: str, results: int, started: float) -> None:
-    latency_ms = (time.perf_counter() - started) * 1000
-    SearchLog.objects.create(user=user, tool=tool, results=results, latency_ms=latency_ms)

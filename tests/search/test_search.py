@@ -203,11 +203,14 @@ def test_fresher_and_more_used_memories_rank_higher(alice):
     assert boosted[0].memory.access_count == 41
 
 
-def test_hits_count_as_a_use_in_one_statement(corpus):
+def test_a_search_is_two_statements_and_its_hits_count_as_a_use(corpus):
     with CaptureQueriesContext(connection) as queries:
         search_memory(user=corpus, query="weekly report, tea and the cello", limit=3)
-    updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "user_context"')]
-    assert len(updates) == 1
+    # Both sides in one statement; the use counts and the log row in another.
+    sides, record = (q["sql"] for q in queries)
+    assert ") UNION ALL (" in sides
+    assert 'UPDATE "user_context" SET access_count = access_count + 1' in record
+    assert 'INSERT INTO "search_searchlog"' in record
     assert sorted(Memory.objects.filter(access_count=1).values_list("key", flat=True)) == sorted(
         ["instruction:reports", "preference:tea", "fact:hobby"]
     )
@@ -231,16 +234,14 @@ def test_the_counts_and_log_skip_the_flush_but_a_callers_transaction_keeps_it(al
     remember(alice)
     with CaptureQueriesContext(connection) as queries:
         hits = search_memory(user=alice, query="green tea", limit=2)
-    sql = [q["sql"] for q in queries]
-    relaxed = sql.index("SET LOCAL synchronous_commit = off")
-    assert relaxed < min(
-        i
-        for i, s in enumerate(sql)
-        if s.startswith(('UPDATE "user_context"', 'INSERT INTO "search_searchlog"'))
+    record = queries[-1]["sql"]
+    assert record.startswith(
+        "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), used AS (UPDATE"
     )
+    assert "FROM relaxed)" in record  # the log row's INSERT reads it, so it runs
     assert hits[0].memory.access_count == 1
     assert SearchLog.objects.filter(user=alice).count() == 1
-    assert synchronous_commit() == "on"  # SET LOCAL ended with the search's transaction
+    assert synchronous_commit() == "on"  # set for the search's own transaction only
 
     with transaction.atomic():
         with CaptureQueriesContext(connection) as queries:
@@ -248,6 +249,7 @@ def test_the_counts_and_log_skip_the_flush_but_a_callers_transaction_keeps_it(al
         assert synchronous_commit() == "on"  # the caller's commit still waits for the disk
     assert not any("synchronous_commit" in q["sql"] for q in queries)
     assert Memory.objects.get(key="preference:tea").access_count == 2
+    assert SearchLog.objects.filter(user=alice).count() == 2
 
 
 def test_kind_and_tags_filter(alice):
