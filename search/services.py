@@ -10,19 +10,22 @@ Fusion, score = Σ 1/(k + rank):
 - Vector: cosine distance to the query's embedding, among rows embedded by the current
   model only (a model change never compares vectors of two models).
 
-  The vector side is an exact scan of the user's rows, found through the btree index
-  on (user, embedding_model); there is no HNSW index. With an approximate index, the
-  `WHERE user_id = …` filter is applied after the index returns its candidates, so a
-  user owning 1 row in 100 gets about 1 result of 10 (measured on pgvector 0.8 at
-  100 users x 1k rows: recall 0.15 by default; 0.95 with hnsw.iterative_scan =
-  relaxed_order, 2.8/5.5 ms p50/p95), while the exact scan of one user's ~1k rows was
-  exact at 2.4/4.6 ms. Exact is both right and as fast at the sizes one person's
-  memory reaches; `make bench` (bench/search.py) measures it.
+  The vector side is an exact scan of the user's rows, found through the btree index on
+  (user, embedding_model); there is no HNSW index. An approximate index applies the
+  `WHERE user_id = …` filter after it returns its candidates, and one user owns 1 row in
+  100. bench/search.py measures the choice at 100 users x 1,000 entries (pgvector 0.8.5,
+  2 cores); for the top 10 / top 50 of the user's rows, recall and p50/p95:
+    exact scan                          1.00 / 1.00   2.4/3.3 ms  /  2.6/3.2 ms
+    HNSW, defaults (ef_search 40)       0.07 / 0.01   0.7 rows returned of 10 or 50
+    HNSW, iterative_scan relaxed_order  0.93 / 0.91   13.5/25.5 ms  /  54/67 ms
+    HNSW, iterative_scan strict_order   0.79 / 0.82   11.6/22.9 ms  /  36/55 ms
+  Exact is both right and the fastest at the sizes one person's memory reaches; its cost
+  grows with that one user's rows, never with the whole table.
 
-Memory hits are then ranked by freshness and use (the agent-memory design):
-score = fused * 1/(1 + decay*age_days) * (1 + boost*access_count), and the returned rows'
-access_count / last_accessed_at go up in one statement. Every search is logged with its
-latency (SearchLog) for the user's stats.
+Both sides are one statement (UNION ALL). Memory hits are then ranked by freshness and use
+(the agent-memory design): score = fused * 1/(1 + decay*age_days) * (1 + boost*access_count);
+an agent's search counts the returned rows as used (access_count, last_accessed_at) and
+logs its latency (SearchLog, for the user's stats) in one more statement.
 """
 
 from __future__ import annotations
