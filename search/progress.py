@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from django.core.management.base import OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
+from search.embeddings import EmbeddingError, get_embedder
 from search.indexing import (
     EMBED_BATCH,
     EmbeddingFailure,
@@ -16,6 +17,8 @@ from search.indexing import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from search.embeddings import Embedder
 
 BAR_WIDTH = 30
@@ -82,3 +85,34 @@ def failures_report(failures: list[EmbeddingFailure], *, shown: int = 10) -> str
     if len(failures) > shown:
         lines.append(f"  … and {len(failures) - shown} more")
     return "\n".join(lines)
+
+
+def run_embedding_command(
+    command: BaseCommand,
+    *,
+    quiet: bool,
+    done_verb: str,
+    to_continue: str,
+    prepare: Callable[[Embedder], None] | None = None,
+) -> None:
+    """What backfill_embeddings and reindex do: embed_outdated with the configured model,
+    a bar on stderr unless quiet, a summary on stdout, errors as CommandError."""
+    try:
+        embedder = get_embedder()
+    except EmbeddingError as error:  # bad configuration
+        raise CommandError(str(error)) from error
+    if prepare is not None:
+        prepare(embedder)
+    failures: list[EmbeddingFailure] = []
+    try:
+        done = embed_outdated(embedder, out=None if quiet else command.stderr, failures=failures)
+    except EmbeddingError as error:  # e.g. the provider went down partway
+        raise CommandError(
+            f"{error}\nThe batches {done_verb.lower()} so far are kept; {to_continue}"
+        ) from error
+    command.stdout.write(
+        f"{done_verb} {done['memories']} memories and {done['chunks']} document chunks "
+        f"with {embedder.model}."
+    )
+    if failures:
+        raise CommandError(failures_report(failures))

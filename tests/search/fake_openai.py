@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import random
 import struct
 import threading
@@ -33,6 +34,13 @@ def fake_vector(text: str, dimensions: int) -> list[float]:
         values.extend(byte / 42.5 - 3.0 for byte in digest)  # in [-3, 3]
         counter += 1
     return values[:dimensions]
+
+
+def stored_vector(text: str, dimensions: int) -> list[float]:
+    """The server's vector for a text as Mnemo stores it: scaled to unit length."""
+    vector = fake_vector(text, dimensions)
+    norm = math.sqrt(math.fsum(value * value for value in vector))
+    return [value / norm for value in vector]
 
 
 @dataclass

@@ -4,7 +4,6 @@ The tests are not transactional, so the services' on-commit tasks never run: eve
 leaves its rows without vectors, as a missed task would.
 """
 
-import math
 from io import StringIO
 
 import pytest
@@ -23,8 +22,8 @@ from search.embeddings import get_embedder
 from search.indexing import memories_needing_vectors, text_hash
 from search.services import search_documents, search_memory
 from search.tasks import embed_document, embed_memory
-from tests.search.conftest import OPENAI_MODEL_ID, use_openai
-from tests.search.fake_openai import Reply, fake_vector
+from tests.search.conftest import DOCUMENT, DOCUMENT_PATH, OPENAI_MODEL_ID, use_openai
+from tests.search.fake_openai import Reply, stored_vector
 
 pytestmark = pytest.mark.django_db
 
@@ -36,18 +35,6 @@ MEMORIES = {
     "instruction:reports": "Send the weekly report on Fridays as bullet points",
     "decision:crm": "Chose HubSpot ticket HS-5521 as the CRM for the sales team",
 }
-DOCUMENT_PATH = "projects/alpha/notes.md"
-# About 1,000 words: two chunks; the first 680 words are in the first chunk only, the
-# last 200 in the second only.
-DOCUMENT = "Supplier ZK-40417 confirmed the shipment schedule for project alpha. " + " ".join(
-    f"Meeting {n} covered budgets, hiring, the launch plan and customer feedback."
-    for n in range(90)
-)
-
-
-def unit(vector):
-    norm = math.sqrt(math.fsum(value * value for value in vector))
-    return [value / norm for value in vector]
 
 
 def write_rows(user):
@@ -92,7 +79,7 @@ def assert_vectors(rows, want):
 
 def assert_openai_vectors(rows):
     assert models_of(rows) == [OPENAI_MODEL_ID] * len(rows)
-    assert_vectors(rows, [unit(fake_vector(text, 256)) for text in texts_of(rows)])
+    assert_vectors(rows, [stored_vector(text, 256) for text in texts_of(rows)])
 
 
 def bar(name, done, total):

@@ -1,11 +1,7 @@
 """The embedding providers: WordLlama offline, and the openai client against a local server."""
 
 import math
-import os
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +17,7 @@ from search.embeddings import (
     sends_dimensions,
 )
 from tests.search.fake_openai import NATIVE_DIMENSIONS, FakeOpenAI, Reply, fake_vector
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.settings_process import load_settings
 
 
 def unit(vector):
@@ -533,34 +528,21 @@ def test_changing_a_setting_or_resetting_builds_a_new_embedder(embedding_setting
 
 
 def _settings_process(tmp_path, **environment):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("MNEMO_EMBEDDING", "OPENAI", "MNEMO_SEARCH"))
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="config.settings",
-        MNEMO_DATA_DIR=str(tmp_path),
-        DATABASE_URL="postgres://u:p@127.0.0.1:1/none",
-        SECRET_KEY="test-only",
-        **environment,
-    )
-    code = (
-        "from django.conf import settings as s; "
-        "print(s.MNEMO_EMBEDDING_PROVIDER, s.MNEMO_EMBEDDING_DIMENSIONS, "
-        "s.MNEMO_EMBEDDING_SEND_DIMENSIONS, s.MNEMO_EMBEDDING_BATCH_SIZE, "
-        "s.MNEMO_EMBEDDING_CONNECT_TIMEOUT, s.MNEMO_EMBEDDING_TIMEOUT, "
-        "s.MNEMO_EMBEDDING_RETRIES, s.MNEMO_EMBEDDING_BACKOFF, s.MNEMO_EMBEDDING_BACKOFF_MAX, "
-        "s.MNEMO_SEARCH_EMBED_TIMEOUT, s.MNEMO_SEARCH_EMBED_COOLDOWN)"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    names = [
+        "MNEMO_EMBEDDING_PROVIDER",
+        "MNEMO_EMBEDDING_DIMENSIONS",
+        "MNEMO_EMBEDDING_SEND_DIMENSIONS",
+        "MNEMO_EMBEDDING_BATCH_SIZE",
+        "MNEMO_EMBEDDING_CONNECT_TIMEOUT",
+        "MNEMO_EMBEDDING_TIMEOUT",
+        "MNEMO_EMBEDDING_RETRIES",
+        "MNEMO_EMBEDDING_BACKOFF",
+        "MNEMO_EMBEDDING_BACKOFF_MAX",
+        "MNEMO_SEARCH_EMBED_TIMEOUT",
+        "MNEMO_SEARCH_EMBED_COOLDOWN",
+    ]
+    drop = ("MNEMO_EMBEDDING", "OPENAI", "MNEMO_SEARCH")
+    return load_settings(tmp_path, names, drop=drop, **environment)
 
 
 def test_settings_defaults_and_values_from_the_environment(tmp_path):

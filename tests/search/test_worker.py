@@ -6,7 +6,6 @@ The tests are transactional so the worker (another process, another connection) 
 committed rows and the services' on-commit hooks really publish.
 """
 
-import math
 from io import StringIO
 
 import pytest
@@ -19,25 +18,14 @@ from memory.models import Memory
 from memory.services import memory_upsert
 from search.embeddings import get_embedder
 from search.services import search_documents, search_memory
-from tests.search.conftest import OPENAI_MODEL_ID, use_openai, wait_for
-from tests.search.fake_openai import Reply, fake_vector
+from tests.search.conftest import DOCUMENT, DOCUMENT_PATH, OPENAI_MODEL_ID, use_openai, wait_for
+from tests.search.fake_openai import Reply, stored_vector
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 VECTORS_SECONDS = 30
 MEMORY_KEY = "fact:parcel"
 MEMORY_VALUE = "Order QX-88213 was refunded after the parcel arrived broken"
-DOCUMENT_PATH = "projects/alpha/notes.md"
-# About 1,000 words: two chunks, the rare token in the first.
-DOCUMENT = "Supplier ZK-40417 confirmed the shipment schedule for project alpha. " + " ".join(
-    f"Meeting {n} covered budgets, hiring, the launch plan and customer feedback."
-    for n in range(90)
-)
-
-
-def unit(vector):
-    norm = math.sqrt(math.fsum(value * value for value in vector))
-    return [value / norm for value in vector]
 
 
 def write_document_and_memory(user):
@@ -144,10 +132,10 @@ def test_a_worker_killed_mid_batch_is_completed_by_backfill(
     ]
     memory.refresh_from_db()
     assert memory.embedding_model == OPENAI_MODEL_ID
-    assert list(memory.embedding) == pytest.approx(unit(fake_vector(MEMORY_VALUE, 256)), abs=1e-6)
+    assert list(memory.embedding) == pytest.approx(stored_vector(MEMORY_VALUE, 256), abs=1e-6)
     for chunk in chunks_of(document):
         assert chunk.embedding_model == OPENAI_MODEL_ID
-        assert list(chunk.embedding) == pytest.approx(unit(fake_vector(chunk.text, 256)), abs=1e-6)
+        assert list(chunk.embedding) == pytest.approx(stored_vector(chunk.text, 256), abs=1e-6)
 
 
 def test_a_write_is_embedded_by_a_worker_on_redis(
@@ -194,4 +182,4 @@ def test_a_timed_out_embedding_keeps_the_write_and_the_vector_comes_later(
     assert "Retry in" in worker.log()
     stored = Memory.objects.get(pk=memory.pk)
     assert stored.value == MEMORY_VALUE
-    assert list(stored.embedding) == pytest.approx(unit(fake_vector(MEMORY_VALUE, 256)), abs=1e-6)
+    assert list(stored.embedding) == pytest.approx(stored_vector(MEMORY_VALUE, 256), abs=1e-6)

@@ -1,10 +1,8 @@
 """Embed whatever has no current vector: rows a killed worker or a down provider missed."""
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
-from search.embeddings import EmbeddingError, get_embedder
-from search.indexing import EmbeddingFailure
-from search.progress import embed_outdated, failures_report
+from search.progress import run_embedding_command
 
 
 class Command(BaseCommand):
@@ -17,22 +15,9 @@ class Command(BaseCommand):
         parser.add_argument("--quiet-progress", action="store_true", help="No progress bar.")
 
     def handle(self, *args: object, **options: object) -> None:
-        try:
-            embedder = get_embedder()
-        except EmbeddingError as error:  # bad configuration
-            raise CommandError(str(error)) from error
-        out = None if options["quiet_progress"] else self.stderr
-        failures: list[EmbeddingFailure] = []
-        try:
-            done = embed_outdated(embedder, out=out, failures=failures)
-        except EmbeddingError as error:  # e.g. the provider went down partway
-            raise CommandError(
-                f"{error}\nThe batches embedded so far are kept; run backfill_embeddings "
-                "again to continue."
-            ) from error
-        self.stdout.write(
-            f"Embedded {done['memories']} memories and {done['chunks']} document chunks "
-            f"with {embedder.model}."
+        run_embedding_command(
+            self,
+            quiet=bool(options["quiet_progress"]),
+            done_verb="Embedded",
+            to_continue="run backfill_embeddings again to continue.",
         )
-        if failures:
-            raise CommandError(failures_report(failures))

@@ -1,12 +1,17 @@
 """Re-embed everything with the configured model, e.g. after changing MNEMO_EMBEDDING_MODEL."""
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.core.management.base import BaseCommand, CommandParser
 
 from context.models import DocumentChunk
 from memory.models import Memory
-from search.embeddings import EmbeddingError, get_embedder
-from search.indexing import EmbeddingFailure
-from search.progress import embed_outdated, failures_report
+from search.progress import run_embedding_command
+
+if TYPE_CHECKING:
+    from search.embeddings import Embedder
 
 
 class Command(BaseCommand):
@@ -26,27 +31,17 @@ class Command(BaseCommand):
         parser.add_argument("--quiet-progress", action="store_true", help="No progress bar.")
 
     def handle(self, *args: object, **options: object) -> None:
-        try:
-            embedder = get_embedder()
-        except EmbeddingError as error:  # bad configuration
-            raise CommandError(str(error)) from error
-        if options["all"]:
-            # Marking rows as outdated (not deleting their vectors) keeps this resumable.
-            for model in (Memory, DocumentChunk):
-                model.objects.filter(embedding_model=embedder.model).update(embedding_model="")
-        out = None if options["quiet_progress"] else self.stderr
-        failures: list[EmbeddingFailure] = []
-        try:
-            done = embed_outdated(embedder, out=out, failures=failures)
-        except EmbeddingError as error:  # e.g. the provider went down partway
+        run_embedding_command(
+            self,
+            quiet=bool(options["quiet_progress"]),
+            done_verb="Re-embedded",
             # Not --all again: that would mark the rows redone so far as outdated once more.
-            raise CommandError(
-                f"{error}\nThe batches re-embedded so far are kept; run reindex (without "
-                "--all) to continue where it stopped."
-            ) from error
-        self.stdout.write(
-            f"Re-embedded {done['memories']} memories and {done['chunks']} document chunks "
-            f"with {embedder.model}."
+            to_continue="run reindex (without --all) to continue where it stopped.",
+            prepare=_mark_all_outdated if options["all"] else None,
         )
-        if failures:
-            raise CommandError(failures_report(failures))
+
+
+def _mark_all_outdated(embedder: Embedder) -> None:
+    # Marking rows as outdated (not deleting their vectors) keeps this resumable.
+    for model in (Memory, DocumentChunk):
+        model.objects.filter(embedding_model=embedder.model).update(embedding_model="")
