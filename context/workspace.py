@@ -149,7 +149,7 @@ def workspace_delete(*, caller: Caller, path: str) -> DocumentVersion:
                 f"'{path}' is a company document: agents can read it but not delete it.",
                 field="path",
             ) from None
-        raise
+        raise NotFound(f"No document at '{path}'.", field="path") from None
 
 
 def workspace_append_daily(*, caller: Caller, content: str) -> Document:

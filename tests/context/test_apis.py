@@ -388,6 +388,8 @@ def test_the_private_folder_holds_any_document_of_the_agent(
     ]
     # Stored in the agent's scope under the path inside its folder; the user sees it there.
     assert body_of(alice, "drafts/plan.md", agent=alice_agent) == "p\nq"
+    missing = call_tool(alice_token, "memory_delete", {"path": "agents/assistant/nope.md"})
+    assert error(missing)["message"] == "No document at 'agents/assistant/nope.md'."
     # The other agent of the same user: a missing file to read, refused to change.
     other = [
         ("memory_read", {"path": "agents/assistant/drafts/plan.md"}, 404),
