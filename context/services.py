@@ -168,22 +168,30 @@ def document_tree(
     scope = _scope(user, agent)
     folder = normalize_folder(path)
     prefix = f"{folder}/" if folder else ""
-    rows = (
-        Document.objects.filter(**scope, path__startswith=prefix)
-        .annotate(size=Length("body"))
-        .values_list("pk", "path", "size", "updated_at")
-    )
-    scope_name = Document.scope_of(
-        user_id=user.pk if user else None, agent_id=agent.pk if agent else None
-    )
-    entries = tree_entries(
-        [TreeRow(path, scope_name, pk, size, updated_at) for pk, path, size, updated_at in rows],
-        folder=folder,
-        depth=depth,
-    )
+    rows = tree_rows(Document.objects.filter(**scope, path__startswith=prefix))
+    entries = tree_entries(rows, folder=folder, depth=depth)
     if folder and not entries:
         raise NotFound(f"No folder '{folder}'.", field="path")
     return entries
+
+
+def tree_rows(documents: QuerySet[Document], *, under: str = "") -> list[TreeRow]:
+    """The documents as tree rows, each path shown under the folder `under` ("" for as is)."""
+    values = (
+        documents.annotate(size=Length("body"))
+        .order_by("path")
+        .values_list("pk", "path", "size", "updated_at", "user_id", "agent_id")
+    )
+    return [
+        TreeRow(
+            path=f"{under}{path}",
+            scope=Document.scope_of(user_id=user_id, agent_id=agent_id),
+            document_id=pk,
+            size=size,
+            updated_at=updated_at,
+        )
+        for pk, path, size, updated_at, user_id, agent_id in values
+    ]
 
 
 def tree_entries(rows: list[TreeRow], *, folder: str, depth: int) -> list[TreeEntry]:

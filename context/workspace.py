@@ -23,18 +23,15 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db.models import Q
-from django.db.models.functions import Length
 
 from activity.actors import Actor
 from context import services
 from context.models import Document, DocumentVersion
 from context.paths import normalize_folder, normalize_path
-from context.services import AGENT_MEMORY_PATH, AGENTS_FOLDER, TreeEntry, TreeRow
+from context.services import AGENT_MEMORY_PATH, AGENTS_FOLDER, TreeEntry, TreeRow, tree_rows
 from lib.errors import Forbidden, NotFound
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from django.contrib.auth.models import AbstractBaseUser
 
     from profiles.models import Agent
@@ -199,33 +196,17 @@ def _readable_global(caller: Caller, place: Place) -> Document | None:
 def _visible_rows(caller: Caller, folder: str) -> list[TreeRow]:
     prefix = f"{folder}/" if folder else ""
     if caller.is_system:
-        return _rows(Document.objects.filter(user=None, agent=None, path__startswith=prefix))
-    own = _rows(Document.objects.filter(user=caller.user, agent=None, path__startswith=prefix))
-    private = _rows(
+        return tree_rows(Document.objects.filter(user=None, agent=None, path__startswith=prefix))
+    own = tree_rows(Document.objects.filter(user=caller.user, agent=None, path__startswith=prefix))
+    private = tree_rows(
         Document.objects.filter(user=caller.user, agent=caller.agent),
         under=caller.private_folder,
     )
     rows = own + [row for row in private if row.path.startswith(prefix)]
     if settings.MNEMO_GLOBAL_READABLE:
         taken = {row.path for row in own}
-        shared = _rows(Document.objects.filter(shared_global_documents(), path__startswith=prefix))
+        shared = tree_rows(
+            Document.objects.filter(shared_global_documents(), path__startswith=prefix)
+        )
         rows += [row for row in shared if row.path not in taken]
     return rows
-
-
-def _rows(documents: Iterable[Document] | object, *, under: str = "") -> list[TreeRow]:
-    values = (
-        documents.annotate(size=Length("body"))
-        .order_by("path")
-        .values_list("pk", "path", "size", "updated_at", "user_id", "agent_id")
-    )
-    return [
-        TreeRow(
-            path=f"{under}{path}",
-            scope=Document.scope_of(user_id=user_id, agent_id=agent_id),
-            document_id=pk,
-            size=size,
-            updated_at=updated_at,
-        )
-        for pk, path, size, updated_at, user_id, agent_id in values
-    ]

@@ -441,9 +441,7 @@ def get_embedder() -> Embedder:
 
 def get_query_embedder() -> Embedder:
     """The process's embedder for search queries (see build_query_embedder)."""
-    if provider_name() == "local":
-        return get_embedder()
-    with _lock:
+    with _lock:  # re-entrant: for the local model it is get_embedder()'s
         return _cached_query_embedder()
 
 

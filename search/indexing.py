@@ -119,14 +119,7 @@ def embed_memories(
     refuses is left without a vector (keyword search still finds it), noted in failures
     and logged; the rest of its batch is embedded. Returns rows embedded.
     """
-    return _embed(
-        Memory,
-        rows,
-        embedder,
-        text_of=lambda memory: memory.value,
-        field="value",
-        failures=failures,
-    )
+    return _embed(rows, embedder, field="value", failures=failures)
 
 
 def embed_chunks(
@@ -134,39 +127,36 @@ def embed_chunks(
     embedder: Embedder,
     failures: list[EmbeddingFailure] | None = None,
 ) -> int:
-    return _embed(
-        DocumentChunk,
-        rows,
-        embedder,
-        text_of=lambda chunk: chunk.text,
-        field="text",
-        failures=failures,
-    )
+    return _embed(rows, embedder, field="text", failures=failures)
 
 
 def _embed(
-    model_class, rows: QuerySet, embedder: Embedder, *, text_of, field: str, failures
+    rows: QuerySet, embedder: Embedder, *, field: str, failures: list[EmbeddingFailure] | None
 ) -> int:
+    """Embed each row's `field` (its text) as embed_memories says."""
     done = 0
     rows = rows.annotate(
         has_vector=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField())
     )
     for batch in _batches(rows.iterator(chunk_size=EMBED_BATCH * 4), EMBED_BATCH):
-        todo = [row for row in batch if not _is_current(row, text_of(row), embedder.model)]
-        texts = [text_of(row) for row in todo]
+        todo = [row for row in batch if not _is_current(row, getattr(row, field), embedder.model)]
+        texts = [getattr(row, field) for row in todo]
         try:
             vectors = embedder.embed(texts) if todo else []
         except EmbeddingUnavailable:
             raise
         except EmbeddingError:
             # One refused text must not keep the others of its batch from their vectors.
-            todo, texts, vectors = _embed_one_by_one(model_class, todo, texts, embedder, failures)
+            todo, texts, vectors = _embed_one_by_one(todo, texts, embedder, failures)
         if todo:
-            done += _store_vectors(model_class, field, todo, texts, vectors, embedder.model)
+            done += _store_vectors(rows.model, field, todo, texts, vectors, embedder.model)
     return done
 
 
-def _embed_one_by_one(model_class, rows: list, texts: list[str], embedder: Embedder, failures):
+def _embed_one_by_one(
+    rows: list, texts: list[str], embedder: Embedder, failures: list[EmbeddingFailure] | None
+) -> tuple[list, list[str], list[list[float]]]:
+    """The rows, texts and vectors of those the provider embeds when asked one by one."""
     kept_rows, kept_texts, vectors = [], [], []
     for row, text in zip(rows, texts, strict=True):
         try:
@@ -174,7 +164,7 @@ def _embed_one_by_one(model_class, rows: list, texts: list[str], embedder: Embed
         except EmbeddingUnavailable:
             raise
         except EmbeddingError as error:
-            name = model_class._meta.model_name
+            name = row._meta.model_name
             logger.warning("Not embedding %s %s: %s", name, row.pk, error)
             if failures is not None:
                 failures.append(EmbeddingFailure(name, row.pk, str(error)))

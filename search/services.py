@@ -443,10 +443,16 @@ def _record(
         "ids": used or [],
     }
     sql = _record_sql(relaxed=not connection.in_atomic_block, count_used=used is not None)
+    if used is None:  # nothing to count: the log row alone
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+        return {}
     return {memory.pk: memory for memory in Memory.objects.raw(sql, params)}
 
 
 def _record_sql(*, relaxed: bool, count_used: bool) -> str:
+    """The log row's INSERT; with count_used, inside the UPDATE of the used memories,
+    which it counts and whose rows the statement returns."""
     quote = connection.ops.quote_name
     columns = ", ".join(
         quote(field.column)
@@ -455,15 +461,19 @@ def _record_sql(*, relaxed: bool, count_used: bool) -> str:
     )
     memories, logs = quote(Memory._meta.db_table), quote(SearchLog._meta.db_table)
     results = "(SELECT count(*) FROM used)" if count_used else "%(results)s"
-    parts = [
+    log = (
+        f"INSERT INTO {logs} (user_id, tool, results, latency_ms, created_at) "  # noqa: S608 - names from the models
+        f"SELECT %(user)s, %(tool)s, {results}, %(latency)s, %(now)s"
+        + (" FROM relaxed" if relaxed else "")
+    )
+    parts = ["relaxed AS (SELECT set_config('synchronous_commit', 'off', true))"] if relaxed else []
+    if not count_used:
+        return f"WITH {parts[0]} {log}" if relaxed else log
+    parts += [
         f"used AS (UPDATE {memories} SET access_count = access_count + 1, "  # noqa: S608 - names from the models
         f"last_accessed_at = %(now)s WHERE id = ANY(%(ids)s) RETURNING {columns})",
-        f"logged AS (INSERT INTO {logs} (user_id, tool, results, latency_ms, created_at) "  # noqa: S608 - names from the models
-        f"SELECT %(user)s, %(tool)s, {results}, %(latency)s, %(now)s"
-        + (" FROM relaxed)" if relaxed else ")"),
+        f"logged AS ({log})",
     ]
-    if relaxed:
-        parts.insert(0, "relaxed AS (SELECT set_config('synchronous_commit', 'off', true))")
     return f"WITH {', '.join(parts)} SELECT {columns} FROM used"  # noqa: S608 - names from the models
 
 
