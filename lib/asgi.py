@@ -1,0 +1,215 @@
+"""The web server's front door: read each request whole, then hand it to Django.
+
+gunicorn's ASGI worker parses HTTP on an event loop, so a client that trickles its
+headers or body holds a coroutine, never a worker. Only once a request is complete
+(its body read, chunked bodies decoded, bounded by MNEMO_API_MAX_BODY_BYTES) does it
+go to Django's WSGI handler on a small thread pool: one thread hop per request, and
+each thread keeps its own persistent database connection. Django's own ASGI handler
+would instead hop threads for every middleware and open a connection per request,
+which measured two to three times slower here (bench/README.md).
+
+Requests that can be refused without Django are refused here, in the same shapes
+Django would use: `{"error": …}` JSON under /api/ and /mcp, a styled page elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+MAX_URL_BYTES = 8192
+WSGI_THREADS = int(os.environ.get("MNEMO_WEB_THREADS", "4"))
+
+
+class BufferedWSGI:
+    """An ASGI application that runs a WSGI application once each request is complete."""
+
+    def __init__(
+        self,
+        wsgi_app: WSGIApp,
+        *,
+        max_body_bytes: int,
+        refuse: Callable[[str, int, str, str], tuple[int, list[tuple[bytes, bytes]], bytes]],
+        threads: int = WSGI_THREADS,
+    ) -> None:
+        self.wsgi_app = wsgi_app
+        self.max_body_bytes = max_body_bytes
+        self.refuse = refuse
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="django")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope.get("raw_path") or scope["path"].encode()
+        query = scope.get("query_string", b"")
+        if len(path) + len(query) > MAX_URL_BYTES:
+            await self._refuse(send, scope, 414, "url_too_long", _url_message())
+            return
+        declared = _declared_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await self._refuse(send, scope, 413, "too_large", self._body_message())
+            return
+        body = await self._read_body(receive)
+        if body is None:
+            await self._refuse(send, scope, 413, "too_large", self._body_message())
+            return
+        environ = _environ(scope, body)
+        loop = asyncio.get_running_loop()
+        status, headers, result = await loop.run_in_executor(
+            self.executor, _start_wsgi, self.wsgi_app, environ
+        )
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        if isinstance(result, bytes):
+            await send({"type": "http.response.body", "body": result})
+            return
+        # A streaming response (a download): each chunk is made on the pool, sent here.
+        try:
+            while (
+                chunk := await loop.run_in_executor(self.executor, next, result, None)
+            ) is not None:
+                if chunk:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        finally:
+            await loop.run_in_executor(self.executor, _close, result)
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The whole body, or None once it passes the limit."""
+        parts, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return b"".join(parts)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(parts)
+
+    def _body_message(self) -> str:
+        return f"The request body is larger than {self.max_body_bytes // 1024} KiB."
+
+    async def _refuse(self, send: Send, scope: Scope, status: int, code: str, text: str) -> None:
+        status, headers, body = self.refuse(scope["path"], status, code, text)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _url_message() -> str:
+    return f"The URL is longer than {MAX_URL_BYTES} bytes."
+
+
+def _declared_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _environ(scope: Scope, body: bytes) -> dict[str, Any]:
+    """A PEP 3333 environ for a complete request (CONTENT_LENGTH is the body read)."""
+    server = scope.get("server") or ("localhost", 80)
+    client = scope.get("client") or ("", 0)
+    path = scope["path"]
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": scope.get("root_path", ""),
+        # PEP 3333: the path's bytes as latin-1 text (ASGI gives it decoded from UTF-8).
+        "PATH_INFO": path.encode("utf-8", "surrogateescape").decode("latin-1"),
+        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
+        "SERVER_NAME": server[0],
+        "SERVER_PORT": str(server[1]),
+        "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
+        "REMOTE_ADDR": client[0],
+        "REMOTE_PORT": str(client[1]),
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    for raw_name, raw_value in scope.get("headers", []):
+        name = raw_name.decode("latin-1").upper().replace("-", "_")
+        value = raw_value.decode("latin-1")
+        if name == "CONTENT_TYPE":
+            environ["CONTENT_TYPE"] = value
+            continue
+        if name in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):
+            continue  # the body is whole: CONTENT_LENGTH above says how long
+        key = f"HTTP_{name}"
+        environ[key] = f"{environ[key]},{value}" if key in environ else value
+    return environ
+
+
+def _start_wsgi(
+    app: WSGIApp, environ: dict[str, Any]
+) -> tuple[int, list[tuple[bytes, bytes]], bytes | Iterator[bytes]]:
+    """Call the app; a whole response comes back as bytes, a streaming one as an iterator."""
+    started: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
+        started["status"] = int(status.split(" ", 1)[0])
+        started["headers"] = [
+            (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers
+        ]
+        return lambda data: None  # Django never uses write()
+
+    result = app(environ, start_response)
+    if getattr(result, "streaming", False):
+        return started["status"], started["headers"], _Chunks(result)
+    try:
+        body = b"".join(result)
+    finally:
+        _close(result)
+    return started["status"], started["headers"], body
+
+
+class _Chunks:
+    """A streaming response's chunks, pulled one by one with next()."""
+
+    def __init__(self, result: Iterable[bytes]) -> None:
+        self.result = result
+        self.iterator = iter(result)
+
+    def __next__(self) -> bytes:
+        return next(self.iterator)
+
+    def close(self) -> None:
+        _close(self.result)
+
+
+def _close(result: Any) -> None:
+    close = getattr(result, "close", None)
+    if close is not None:
+        close()
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
