@@ -20,9 +20,10 @@ $(UV):
 install: $(UV)
 	@$(UV) sync --frozen --quiet
 
+# supervisord runs PostgreSQL, Valkey, the web server, the worker and beat, restarting any
+# that dies (lib/stack.py).
 run: install
-	@$(UV) run --frozen python manage.py embedded_setup --url http://$(MNEMO_HOST):$(MNEMO_PORT)/
-	@$(UV) run --frozen honcho start -f Procfile
+	@$(UV) run --frozen python -m lib.stack
 
 # The browser tests drive Debian's chromium (Playwright's own browser download is not used).
 CHROMIUM := /usr/bin/chromium

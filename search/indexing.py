@@ -2,9 +2,16 @@
 
 The write services call `rechunk_document` / `schedule_memory_embedding` inside their
 transaction. Chunk rows (and their full-text vectors, a generated column) change in that
-same transaction, so keyword search sees a write as soon as it commits. Vectors come from
-a Celery task enqueued on commit; `embed_memories` / `embed_chunks` do that work, skip rows
-whose text and model have not changed (a content hash), and are what the tasks,
+same transaction, so keyword search sees a write as soon as it commits. A row that needs
+a vector says so itself (its `embedding` is NULL, or made by another model), so the
+database is the queue: after commit, `request_embedding` makes sure one Celery task
+(`embed_pending`) is on its way, and that task embeds every row still missing a vector,
+many per provider call. A burst of writes sends one task, not one per write.
+
+Nothing depends on a message arriving: Celery beat runs the same task every minute and
+the worker runs it when it starts, so a lost message, a killed worker or a provider that
+was down delay a vector, never lose it. `embed_memories` / `embed_chunks` do the work,
+skip rows whose text and model have not changed (a content hash), and are what the task,
 `manage.py backfill_embeddings` and `manage.py reindex` all call.
 """
 
@@ -16,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 
@@ -66,29 +74,100 @@ def rechunk_document(document: Document, *, new: bool = False) -> None:
     if len(existing) > len(texts):
         document.chunks.filter(ordinal__gte=len(texts)).delete()
     if texts:
-        _enqueue_on_commit("embed_document", document.pk)
+        request_embedding()
 
 
 def schedule_memory_embedding(memory: Memory) -> None:
-    _enqueue_on_commit("embed_memory", memory.pk)
+    request_embedding()
 
 
-def _enqueue_on_commit(task_name: str, pk: int) -> None:
+# The flag says "rows are waiting and a task was sent for them"; the lease says "a task
+# is embedding now". Both live in the shared cache (Valkey/Redis), with expiries, so a
+# crashed holder never blocks the work for long: the periodic run clears them anyway.
+PENDING_KEY = "mnemo:embeddings:pending"
+LEASE_KEY = "mnemo:embeddings:lease"
+PENDING_SECONDS = 120
+LEASE_SECONDS = 60
+PASS_ROWS = 512  # rows of each kind read per pass of the runner
+
+
+def request_embedding() -> None:
+    """After this transaction commits, make sure a task will embed the rows it changed."""
+    transaction.on_commit(_send_embedding_task)
+
+
+def _send_embedding_task() -> None:
     from search import tasks
 
-    task = getattr(tasks, task_name)
+    # The write has committed; a broker or cache that is down must not turn it into an
+    # error. The row is found by keywords meanwhile, and the periodic run embeds it.
+    try:
+        if not cache.add(PENDING_KEY, 1, PENDING_SECONDS):
+            return  # a task is already on its way; it looks for rows when it starts
+    except Exception as error:
+        logger.warning("Could not reach the cache to request embeddings: %r", error)
+        return
+    try:
+        tasks.embed_pending.delay()
+    except Exception as error:
+        cache.delete(PENDING_KEY)  # so the next write tries again
+        logger.warning("Could not enqueue embed_pending: %r; the periodic run will embed it", error)
 
-    def enqueue() -> None:
-        # The write has committed; a broker that is down must not turn it into an error.
-        # The row is found by keywords meanwhile, and backfill_embeddings embeds it later.
+
+def embed_pending(embedder: Embedder) -> int:
+    """Embed every row that has no vector by the current model; return how many.
+
+    One runner at a time (a lease in the cache); a task that finds the lease taken leaves
+    the work to its holder, which looks again before it lets go. Each pass first clears
+    the pending flag, then reads what is missing, so a write that commits during a pass
+    is either read by it or raises the flag again and gets another pass.
+    """
+    done, refused = 0, []
+    while cache.add(LEASE_KEY, 1, LEASE_SECONDS):
         try:
-            task.delay(pk)
-        except Exception as error:
-            logger.warning(
-                "Could not enqueue %s(%s): %r; run backfill_embeddings", task_name, pk, error
-            )
+            while True:
+                cache.delete(PENDING_KEY)
+                found, stored = _embed_a_pass(embedder, refused)
+                done += stored
+                cache.touch(LEASE_KEY, LEASE_SECONDS)
+                if found == 0 and not cache.get(PENDING_KEY):
+                    break
+        finally:
+            cache.delete(LEASE_KEY)
+        # A write between the last look and letting go raised the flag with no runner.
+        if not cache.get(PENDING_KEY):
+            break
+    return done
 
-    transaction.on_commit(enqueue)
+
+def _embed_a_pass(embedder: Embedder, refused: list[EmbeddingFailure]) -> tuple[int, int]:
+    """(rows read, vectors stored) for up to PASS_ROWS missing rows of each kind.
+
+    Rows the provider refuses are left out of the later passes of this run (the next run
+    tries them again); rows whose text changed under us are read again next pass.
+    """
+    refused_memories = [f.pk for f in refused if f.model == "memory"]
+    refused_chunks = [f.pk for f in refused if f.model == "documentchunk"]
+    memory_pks = list(
+        memories_needing_vectors(embedder.model)
+        .exclude(pk__in=refused_memories)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:PASS_ROWS]
+    )
+    chunk_pks = list(
+        chunks_needing_vectors(embedder.model)
+        .exclude(pk__in=refused_chunks)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:PASS_ROWS]
+    )
+    stored = 0
+    if memory_pks:
+        rows = Memory.objects.filter(pk__in=memory_pks).order_by("pk")
+        stored += embed_memories(rows, embedder, refused)
+    if chunk_pks:
+        rows = DocumentChunk.objects.filter(pk__in=chunk_pks).order_by("pk")
+        stored += embed_chunks(rows, embedder, refused)
+    return len(memory_pks) + len(chunk_pks), stored
 
 
 def memories_needing_vectors(model: str) -> QuerySet[Memory]:

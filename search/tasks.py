@@ -1,17 +1,21 @@
-"""Celery tasks that embed after a write commits. Idempotent: re-running one does no harm."""
+"""Celery tasks that embed after writes commit. Idempotent: re-running one does no harm.
+
+`embed_pending` is the only task: writes request it (search/indexing.py), beat runs it
+every minute (config/settings.py CELERY_BEAT_SCHEDULE) and the worker runs it when it
+starts, so rows missed by a killed worker or a provider that was down are embedded
+without anyone running backfill_embeddings.
+"""
 
 from __future__ import annotations
 
 from celery import shared_task
+from celery.signals import worker_ready
 
-from context.models import DocumentChunk
-from memory.models import Memory
+from search import indexing
 from search.embeddings import EmbeddingUnavailable, get_embedder
-from search.indexing import embed_chunks, embed_memories
 
-# A provider that is down or rate-limiting: try again later, backing off; after the last
-# retry the row stays without a vector (keyword search still finds it) until
-# `manage.py backfill_embeddings` or the next write picks it up.
+# A provider that is down or rate-limiting: try again later, backing off. Meanwhile the
+# rows are found by keywords, and the periodic run tries again every minute regardless.
 RETRY = {
     "autoretry_for": (EmbeddingUnavailable,),
     "retry_backoff": 5,
@@ -22,11 +26,11 @@ RETRY = {
 
 
 @shared_task(**RETRY)
-def embed_memory(memory_id: int) -> int:
-    return embed_memories(Memory.objects.filter(pk=memory_id), get_embedder())
+def embed_pending() -> int:
+    return indexing.embed_pending(get_embedder())
 
 
-@shared_task(**RETRY)
-def embed_document(document_id: int) -> int:
-    chunks = DocumentChunk.objects.filter(document_id=document_id).order_by("ordinal")
-    return embed_chunks(chunks, get_embedder())
+@worker_ready.connect
+def _catch_up_on_start(**_: object) -> None:
+    """A worker that (re)starts embeds what was missed while none was running."""
+    embed_pending.delay()

