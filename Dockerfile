@@ -57,5 +57,6 @@ USER 10001:10001
 
 EXPOSE 8000
 
-# gunicorn takes its worker count from WEB_CONCURRENCY.
-CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--access-logfile", "-"]
+# gunicorn's ASGI worker (config/gunicorn.conf.py); it takes its worker count from
+# WEB_CONCURRENCY.
+CMD ["gunicorn", "-c", "config/gunicorn.conf.py", "--bind", "0.0.0.0:8000"]

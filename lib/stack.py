@@ -242,6 +242,14 @@ def supervisor_config(
 # --- running ------------------------------------------------------------------------------
 
 
+def supervisor_rpc(layout: Layout) -> xmlrpc.client.ServerProxy:
+    """supervisord's XML-RPC interface (what supervisorctl uses), over its unix socket."""
+    from supervisor.xmlrpc import SupervisorTransport
+
+    transport = SupervisorTransport(None, None, f"unix://{layout.supervisor_socket}")
+    return xmlrpc.client.ServerProxy("http://localhost", transport=transport)
+
+
 class Stack:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
@@ -249,10 +257,7 @@ class Stack:
         self.stopping = False
 
     def rpc(self) -> xmlrpc.client.ServerProxy:
-        from supervisor.xmlrpc import SupervisorTransport
-
-        transport = SupervisorTransport(None, None, f"unix://{self.layout.supervisor_socket}")
-        return xmlrpc.client.ServerProxy("http://localhost", transport=transport)
+        return supervisor_rpc(self.layout)
 
     def run(self) -> int:
         layout = self.layout

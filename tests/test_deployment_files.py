@@ -181,7 +181,7 @@ def test_app_service_commands(services, service, argv):
 def test_web_runs_gunicorn_on_port_8000(services):
     web = services["web"]
     argv = as_argv(web.get("command", []))
-    assert argv[:2] == ["gunicorn", "config.wsgi:application"]
+    assert argv[:3] == ["gunicorn", "-c", "config/gunicorn.conf.py"]
     assert "0.0.0.0:8000" in argv
     assert any(str(port).endswith("8000") for port in web["ports"])
 
@@ -323,7 +323,7 @@ def test_dockerfile_runs_gunicorn_as_a_non_root_user(dockerfile):
     assert users[-1].split(":")[0] not in ("root", "0")
     assert ("EXPOSE", "8000") in dockerfile
     cmd = [arguments for instruction, arguments in dockerfile if instruction == "CMD"][-1]
-    assert cmd.startswith('["gunicorn", "config.wsgi:application"')
+    assert cmd.startswith('["gunicorn", "-c", "config/gunicorn.conf.py"')
     assert "0.0.0.0:8000" in cmd
     assert "--workers" not in cmd  # gunicorn reads WEB_CONCURRENCY
 

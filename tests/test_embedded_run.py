@@ -1,5 +1,12 @@
-"""`make run`'s stack end to end: setup, web + worker + beat on one embedded
-PostgreSQL, a real request and a real task, Ctrl-C, and data that survives."""
+"""`make run`'s stack end to end (lib/stack.py): supervisord with PostgreSQL, Valkey, web,
+worker and beat on a throwaway data dir; real requests, real tasks, processes killed with
+SIGKILL and brought back, Ctrl-C, and data that survives a restart.
+
+One stack serves the whole module (starting it takes ~20 s); the tests run in file
+order, the gentle ones first and the ones that kill processes after them.
+"""
+
+from __future__ import annotations
 
 import http.cookiejar
 import json
@@ -10,13 +17,16 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import psutil
+import psycopg
 import pytest
-from celery import Celery
+
+from lib.stack import Layout, read_stack, supervisor_rpc
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -28,68 +38,159 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_for(check, *, timeout: float, what: str):
+def wait_for(check, *, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = check()
         if result:
             return result
-        time.sleep(0.2)
+        time.sleep(0.1)
     pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
-def _processes_using(data_dir: Path) -> list[psutil.Process]:
-    return [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if str(data_dir) in " ".join(p.info["cmdline"] or [])
-    ]
+def processes_using(data_dir: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if str(data_dir) in " ".join(process.info["cmdline"] or []):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
 
 
-def _get(opener, url: str) -> tuple[int, str]:
+class Stack:
+    """`python -m lib.stack` in its own session, as `make run` starts it."""
+
+    def __init__(self, data_dir: Path, log_path: Path) -> None:
+        self.data_dir = data_dir
+        self.layout = Layout(data_dir)
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DATABASE_", "CELERY_", "CACHE_", "DJANGO_", "OPENAI_"))
+            and k != "MNEMO_EMBEDDED_THROWAWAY"
+        }
+        self.env = env | {
+            "MNEMO_DATA_DIR": str(data_dir),
+            "MNEMO_HOST": "127.0.0.1",
+            "MNEMO_PORT": str(self.port),
+            "WEB_CONCURRENCY": "2",
+            "CELERY_CONCURRENCY": "1",
+            "MNEMO_EMBEDDING_PROVIDER": "local",
+            "PATH": f"{BIN}{os.pathsep}{env['PATH']}",
+        }
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("a") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "lib.stack"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        wait_for(self.serves, timeout=120, what=f"the web server (log: {self.log_path})")
+        wait_for(lambda: self.state("worker") == "RUNNING", timeout=30, what="the worker")
+
+    def serves(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            pytest.fail(f"the stack exited early:\n{self.log()[-3000:]}")
+        return http_get(self.base + "/login/")[0] == 200
+
+    def stop(self) -> float:
+        """Ctrl-C, as a terminal sends it; the seconds until everything exited."""
+        assert self.process is not None
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=60)
+        wait_for(lambda: not processes_using(self.data_dir), timeout=30, what="no process left")
+        return time.monotonic() - started
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def rpc(self):
+        return supervisor_rpc(self.layout)
+
+    def info(self, name: str) -> dict:
+        full = f"app:{name}" if name in ("web", "worker", "beat") else name
+        return self.rpc().supervisor.getProcessInfo(full)
+
+    def state(self, name: str) -> str:
+        try:
+            return self.info(name)["statename"]
+        except OSError:
+            return "UNKNOWN"
+
+    def pid(self, name: str) -> int:
+        return self.info(name)["pid"]
+
+    def sql(self, query: str, params: tuple = ()) -> list[tuple]:
+        stack = read_stack(self.data_dir)
+        assert stack is not None
+        with psycopg.connect(
+            host=stack["postgres_socket_dir"],
+            port=stack["postgres_port"],
+            user="postgres",
+            dbname="mnemo",
+            connect_timeout=3,
+        ) as conn:
+            return conn.execute(query, params).fetchall()
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return result.stdout
+
+
+def http_get(url: str, opener=None) -> tuple[int, str]:
     try:
-        with opener.open(url, timeout=5) as response:
+        with (opener or urllib.request.build_opener()).open(url, timeout=5) as response:
             return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")
     except OSError:
         return 0, ""
 
 
-@pytest.fixture
-def stack_env(tmp_path):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "MNEMO_EMBEDDED_THROWAWAY")
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="config.settings",
-        MNEMO_DATA_DIR=str(tmp_path / "data"),
-        MNEMO_HOST="127.0.0.1",
-        MNEMO_PORT=str(_free_port()),
-        WEB_CONCURRENCY="2",
-        CELERY_CONCURRENCY="1",
-        PATH=f"{BIN}{os.pathsep}{env['PATH']}",
+def call_tool(base: str, token: str, name: str, body: dict) -> tuple[int, dict, dict]:
+    request = urllib.request.Request(
+        f"{base}/api/v1/tools/{name}",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
-    return env
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raw = error.read()
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = {"raw": raw.decode(errors="replace")[:300]}
+        return error.code, dict(error.headers), payload
+    except OSError as error:
+        return 0, {}, {"raw": repr(error)}
 
 
-def _setup(env) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", "embedded_setup", "--url", "http://x/"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return result.stdout
-
-
-def _login(base: str):
+def sign_in(base: str):
     jar = http.cookiejar.CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-    _, page = _get(opener, base + "/login/")
+    _, page = http_get(base + "/login/", opener)
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
     data = urllib.parse.urlencode(
         {"csrfmiddlewaretoken": token, "username": "demo", "password": "mnemo-demo"}
@@ -99,99 +200,159 @@ def _login(base: str):
     return opener
 
 
-def test_embedded_stack_serves_runs_tasks_stops_and_keeps_data(stack_env, tmp_path):
-    data_dir = Path(stack_env["MNEMO_DATA_DIR"])
-    base = f"http://127.0.0.1:{stack_env['MNEMO_PORT']}"
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stack")
+    running = Stack(folder / "data", folder / "stack.log")
+    running.start()
+    yield running
+    if running.process is not None and running.process.poll() is None:
+        running.process.send_signal(signal.SIGINT)
+        try:
+            running.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(running.process.pid, signal.SIGKILL)
+    for process in processes_using(running.data_dir):
+        process.kill()
 
-    first_setup = _setup(stack_env)
-    assert "Demo account 'demo' ready (10 memories added)." in first_setup
-    assert "Demo login: demo / mnemo-demo" in first_setup
 
-    log_path = tmp_path / "stack.log"
-    with log_path.open("w") as log:
-        stack = subprocess.Popen(
-            [str(BIN / "honcho"), "start", "-f", "Procfile"],
-            cwd=ROOT,
-            env=stack_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+@pytest.fixture(scope="module")
+def token(stack) -> str:
+    return stack.manage("create_agent_token", "demo", "stack-test").strip().splitlines()[-1]
+
+
+def missing_vectors(stack: Stack) -> int:
+    return stack.sql("SELECT count(*) FROM user_context WHERE embedding IS NULL")[0][0]
+
+
+def test_the_stack_serves_pages_and_the_api_and_embeds_writes(stack, token):
+    status, home = http_get(stack.base + "/", sign_in(stack.base))
+    assert status == 200
+    assert "Runs the growth review every Monday" in home
+
+    status, _, body = call_tool(
+        stack.base, token, "create_memory", {"key": "fact:tea", "value": "green tea"}
+    )
+    assert status == 201, body
+    wait_for(lambda: missing_vectors(stack) == 0, timeout=30, what="the write's vector")
+    # One supervised PostgreSQL: no process attached itself through pgserver's pid list.
+    assert not (stack.data_dir / "postgres" / ".handle_pids.json").exists()
+
+
+def test_twenty_slow_clients_do_not_delay_a_normal_request(stack):
+    trickles = []
     try:
-        opener = urllib.request.build_opener()
-        _wait_for(
-            lambda: _get(opener, base + "/login/")[0] == 200, timeout=90, what="the web server"
-        )
-        status, home = _get(_login(base), base + "/")
-        assert status == 200
-        assert "Head of Growth" in home
-        assert "Runs the growth review every Monday" in home
-
-        # The worker consumes from the filesystem broker in the data dir.
-        broker = Celery(broker="filesystem://")
-        queue = str(data_dir / "broker" / "queue")
-        broker.conf.broker_transport_options = {
-            "data_folder_in": queue,
-            "data_folder_out": queue,
-            "control_folder": str(data_dir / "broker" / "control"),
-        }
-        task_id = broker.send_task("celery.backend_cleanup").id
-        _wait_for(
-            lambda: f"celery.backend_cleanup[{task_id}] succeeded" in log_path.read_text(),
-            timeout=60,
-            what="the worker to run the task",
-        )
-
-        # Every process attached to one server: gunicorn workers, the Celery worker, beat.
-        handles = json.loads((data_dir / "postgres" / ".handle_pids.json").read_text())
-        assert len([pid for pid in handles if psutil.pid_exists(pid)]) >= 4
+        for _ in range(20):
+            connection = socket.create_connection(("127.0.0.1", stack.port))
+            connection.sendall(
+                b"POST /api/v1/tools/get_memory HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
+            trickles.append(connection)
+        for _ in range(3):
+            started = time.monotonic()
+            status, _ = http_get(stack.base + "/login/")
+            assert status == 200
+            assert time.monotonic() - started < 1.0
     finally:
-        os.killpg(stack.pid, signal.SIGINT)
-        stack.wait(timeout=60)
+        for connection in trickles:
+            connection.close()
 
-    # Ctrl-C stopped everything, and the last process out stopped PostgreSQL.
-    _wait_for(
-        lambda: not (data_dir / "postgres" / "postmaster.pid").exists(),
+
+def test_a_chunked_body_is_read_like_any_other(stack, token):
+    body = json.dumps({"key": "fact:chunked", "value": "sent in chunks"}).encode()
+    head = (
+        "POST /api/v1/tools/create_memory HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    ).encode()
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:]))
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=10) as connection:
+        connection.sendall(head + chunks + b"0\r\n\r\n")
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 201"), answer[:300]
+    assert stack.sql("SELECT value FROM user_context WHERE key = 'fact:chunked'") == [
+        ("sent in chunks",)
+    ]
+
+
+def test_an_over_long_url_is_a_414_in_the_error_shape(stack, token):
+    request = urllib.request.Request(
+        f"{stack.base}/api/v1/working-memory?x={'a' * 100_000}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(request, timeout=10)
+    assert raised.value.code == 414
+    assert json.loads(raised.value.read())["error"]["code"] == "url_too_long"
+
+
+def test_a_killed_worker_comes_back_and_its_work_is_done(stack, token):
+    worker = stack.pid("worker")
+    os.kill(worker, signal.SIGKILL)
+    statuses = [
+        call_tool(stack.base, token, "create_memory", {"key": f"fact:w{n}", "value": f"w {n}"})[0]
+        for n in range(20)
+    ]
+    assert statuses == [201] * 20  # the web server never noticed
+    wait_for(
+        lambda: stack.state("worker") == "RUNNING" and stack.pid("worker") != worker,
         timeout=30,
-        what="PostgreSQL to stop",
+        what="supervisord to restart the worker",
     )
-    _wait_for(lambda: not _processes_using(data_dir), timeout=10, what="no process left")
-
-    assert not (ROOT / "control").exists()  # broker files stay in the data dir
-    second_setup = _setup(stack_env)
-    assert "Demo account 'demo' ready (0 memories added)." in second_setup
+    wait_for(lambda: missing_vectors(stack) == 0, timeout=60, what="every write's vector")
 
 
-def test_a_killed_last_process_still_leaves_no_server_behind(stack_env):
-    """SIGKILL runs no atexit handler, so the reaper started with the server stops it."""
-    data_dir = Path(stack_env["MNEMO_DATA_DIR"])
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "manage.py",
-            "shell",
-            "-v",
-            "0",
-            "-c",
-            "print('attached', flush=True); input()",
-        ],
-        cwd=ROOT,
-        env=stack_env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+def test_killed_beat_and_web_come_back(stack):
+    for name in ("beat", "web"):
+        before = stack.pid(name)
+        os.kill(before, signal.SIGKILL)
+        wait_for(
+            lambda name=name, before=before: (
+                stack.state(name) == "RUNNING" and stack.pid(name) != before
+            ),
+            timeout=30,
+            what=f"supervisord to restart {name}",
+        )
+    wait_for(lambda: http_get(stack.base + "/login/")[0] == 200, timeout=30, what="web again")
+
+
+def test_a_killed_postgres_answers_503_then_recovers_with_nothing_lost(stack, token):
+    status, _, _ = call_tool(
+        stack.base, token, "create_memory", {"key": "fact:before-crash", "value": "kept"}
     )
-    try:
-        assert holder.stdout.readline() == "attached\n"
-        postmaster_pid = data_dir / "postgres" / "postmaster.pid"
-        assert postmaster_pid.exists()
-        handles = json.loads((data_dir / "postgres" / ".handle_pids.json").read_text())
-        assert handles == [holder.pid]
-    finally:
-        holder.kill()
-        holder.wait(timeout=10)
+    assert status == 201
+    postgres = stack.pid("postgres")
+    os.kill(postgres, signal.SIGKILL)
 
-    _wait_for(lambda: not postmaster_pid.exists(), timeout=30, what="PostgreSQL to stop")
-    _wait_for(lambda: not _processes_using(data_dir), timeout=10, what="no process left")
-    # The next start finds a cleanly stopped server and comes up as usual.
-    assert "Demo account 'demo' ready" in _setup(stack_env)
+    answers = []
+
+    def back() -> bool:
+        status, headers, body = call_tool(stack.base, token, "get_memory", {"key": "fact:tea"})
+        answers.append((status, headers, body))
+        return status == 200
+
+    wait_for(back, timeout=60, what="the API to answer again after PostgreSQL was killed")
+    for status, headers, body in answers[:-1]:
+        assert status == 503, (status, body)
+        assert body["error"]["code"] == "unavailable"
+        assert int(headers["Retry-After"]) > 0
+    assert stack.pid("postgres") != postgres
+    assert stack.sql("SELECT value FROM user_context WHERE key = 'fact:before-crash'") == [
+        ("kept",)
+    ]
+    assert not (stack.data_dir / "postgres" / ".handle_pids.json").exists()
+
+
+def test_ctrl_c_stops_everything_within_ten_seconds_and_the_data_survives(stack, token):
+    count = stack.sql("SELECT count(*) FROM user_context")[0][0]
+    assert stack.stop() < 10
+    assert not (stack.data_dir / "postgres" / "postmaster.pid").exists()
+    assert read_stack(stack.data_dir) is None
+
+    stack.start()
+    assert stack.sql("SELECT count(*) FROM user_context")[0][0] == count
+    status, _, body = call_tool(stack.base, token, "get_memory", {"key": "fact:before-crash"})
+    assert (status, body["memory"]["value"]) == (200, "kept")
