@@ -1,13 +1,17 @@
 """Mnemo settings: everything comes from the environment (see .env.example).
 
 With DATABASE_URL unset, Mnemo runs the embedded default: PostgreSQL with
-pgvector in MNEMO_DATA_DIR and Celery on a filesystem broker beside it.
+pgvector in MNEMO_DATA_DIR and a Valkey server beside it (Celery's broker and the shared
+cache), both supervised by `make run` (lib/stack.py).
 """
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+
+from lib.beat import BEAT_SCHEDULE, embedded_broker_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -76,6 +80,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",  # sign-in throttling (the Accounts block below)
     "profiles",
     "memory",
     "activity",
@@ -87,6 +92,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # After WhiteNoise, so static files keep their caching (the block near the end).
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "lib.http_errors.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -94,6 +102,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a refused sign-in into the lockout page
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -163,24 +172,24 @@ MNEMO_GLOBAL_READABLE = env_bool("MNEMO_GLOBAL_READABLE", default=False)
 SESSION_COOKIE_SECURE = env_bool("MNEMO_SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
-# Celery: a Redis (or any kombu) URL in production; a broker that needs no server otherwise.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_dir = DATA_DIR / "broker"
-    for _folder in ("queue", "processed", "control"):
-        (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir / "queue"),
-        "data_folder_out": str(_broker_dir / "queue"),
-        "processed_folder": str(_broker_dir / "processed"),
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-    }
-CELERY_TASK_IGNORE_RESULT = True
+# Celery: Redis (or any kombu URL) in production. In embedded mode, the Valkey server that
+# `make run` supervises in the data dir (lib/stack.py) is the broker and the shared cache.
+VALKEY_SOCKET = DATA_DIR / "run" / "valkey.sock"
+CELERY_BROKER_URL = env.str(
+    "CELERY_BROKER_URL",
+    default=embedded_broker_url(DATA_DIR) if EMBEDDED else "redis://localhost:6379/0",
+)
+# A task is acknowledged when it ends, not when it starts: a worker killed mid-task leaves
+# it unacknowledged, and the broker hands it out again once the visibility timeout passes.
+# The tasks are idempotent, so running one twice does no harm.
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE  # the periodic embedding reconciliation
 
 # Memory rules (DESIGN.md).
 MNEMO_MAX_VALUE_LENGTH = 2000
@@ -255,9 +264,20 @@ MNEMO_SEARCH_EMBED_TIMEOUT = env_seconds("MNEMO_SEARCH_EMBED_TIMEOUT", default=2
 MNEMO_SEARCH_EMBED_COOLDOWN = env_seconds("MNEMO_SEARCH_EMBED_COOLDOWN", default=30.0)
 # --- end of embeddings --------------------------------------------------------------------
 
-# Caches hold the API's per-token throttle counters. The default is per process; with
-# several web processes use a shared one, e.g. redis://redis:6379/1.
-CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+# The cache holds the API's per-token throttle counters and the embedding requests
+# (search/indexing.py), so every web process and worker must share it: the supervised
+# Valkey in embedded mode, Redis in compose (CACHE_URL).
+if "CACHE_URL" in env:
+    CACHES = {"default": env.cache_url("CACHE_URL")}
+elif EMBEDDED:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"unix://{VALKEY_SOCKET}?db=1",
+        }
+    }
+else:  # one process only: with several, set CACHE_URL (compose does)
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 
 def _api_rate(name: str, default: str) -> str:
@@ -318,6 +338,127 @@ SPECTACULAR_SETTINGS = {
         "lib.api.forbid_unknown_request_fields",
     ],
 }
+
+# --- Accounts: sign-in throttling, password change and reset -------------------------------
+# django-axes counts failed sign-ins (the pages' /login/ and the admin's) per username and per
+# client address; once either reaches the limit within the lockout window, sign-in is refused
+# with a 429 page (profiles/accounts.py) until the window has passed. A successful sign-in
+# clears that account's failures. Unlock someone: `manage.py axes_reset_username <name>`, or
+# delete their access attempts in the admin.
+MNEMO_LOGIN_FAILURE_LIMIT = env_int("MNEMO_LOGIN_FAILURE_LIMIT", default=5, minimum=1)
+MNEMO_LOGIN_LOCKOUT_MINUTES = env_int("MNEMO_LOGIN_LOCKOUT_MINUTES", default=15, minimum=1)
+# A TLS proxy in front sets X-Forwarded-For/X-Forwarded-Proto.
+MNEMO_BEHIND_PROXY = env_bool("MNEMO_BEHIND_PROXY", default=False)
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out sign-in
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = MNEMO_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=MNEMO_LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each alone can lock
+# A try while locked out is refused unchecked and not counted, so the lock ends when announced.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_HANDLER = "profiles.accounts.SignInThrottle"  # clears only the account's failures
+AXES_LOCKOUT_CALLABLE = "profiles.accounts.locked_out"
+# REMOTE_ADDR, or behind the proxy the X-Forwarded-For entry it appended (the right-most).
+# A callable, because axes' AXES_IPWARE_* settings need django-ipware, which is not installed.
+AXES_CLIENT_IP_CALLABLE = "profiles.accounts.client_address"
+AXES_VERBOSE = False  # no banner on every process start (it went to manage.py's output)
+
+# Email, for password reset links: EMAIL_URL, e.g. smtp://user:password@mail.example.com:587
+# ?tls=true (or ?ssl=true on port 465), as Django's MAILERS (Django 6.1 deprecates the EMAIL_*
+# settings). Unset, there is no mailer: nothing is sent and the reset page says so.
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _mailer(name: str) -> dict[str, object]:
+    """The URL, read by django-environ, as a MAILERS entry. django-environ leaves ?tls= and
+    ?ssl= in its OPTIONS, where no Django setting reads them (mail would go unencrypted), so
+    they are read here. Messages never repeat the URL: it holds a password."""
+    try:
+        config = environ.Env.email_url_config(env.str(name).strip())
+    except environ.ImproperlyConfigured as error:
+        raise environ.ImproperlyConfigured(f"{name}: {error}.") from None
+    for option, value in config.pop("OPTIONS", {}).items():
+        if option not in ("TLS", "SSL"):
+            raise environ.ImproperlyConfigured(
+                f"{name}: unknown option {option.lower()!r}; use ?tls=true or ?ssl=true."
+            )
+        config[f"EMAIL_USE_{option}"] = value
+    for setting in ("EMAIL_USE_TLS", "EMAIL_USE_SSL"):
+        flag = str(config.get(setting, False)).strip().lower()
+        if flag not in _TRUE + _FALSE:
+            option = setting.removeprefix("EMAIL_USE_").lower()
+            raise environ.ImproperlyConfigured(
+                f"{name}: {option}={flag!r} is not a boolean; use true or false."
+            )
+        config[setting] = flag in _TRUE
+    if config["EMAIL_USE_TLS"] and config["EMAIL_USE_SSL"]:
+        raise environ.ImproperlyConfigured(f"{name}: use tls or ssl, not both.")
+    backend = str(config["EMAIL_BACKEND"])
+    options: dict[str, object] = {}
+    if backend == "django.core.mail.backends.smtp.EmailBackend":
+        options = {
+            "host": config["EMAIL_HOST"] or "localhost",
+            "port": config["EMAIL_PORT"],  # None: 25, 587 with tls, 465 with ssl
+            "username": config["EMAIL_HOST_USER"],
+            "password": config["EMAIL_HOST_PASSWORD"],
+            "use_tls": config["EMAIL_USE_TLS"],
+            "use_ssl": config["EMAIL_USE_SSL"],
+            "timeout": 10,  # seconds: a stuck mail server must not hold a request for long
+        }
+    elif backend == "django.core.mail.backends.filebased.EmailBackend":
+        options = {"file_path": config["EMAIL_FILE_PATH"]}
+    return {"BACKEND": backend, "OPTIONS": {k: v for k, v in options.items() if v is not None}}
+
+
+MAILERS = {"default": _mailer("EMAIL_URL")} if env.str("EMAIL_URL", default="").strip() else {}
+# "MAILERS has no 'default' entry": without EMAIL_URL that is intended (see above).
+SILENCED_SYSTEM_CHECKS = ["mail.W001"]
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="webmaster@localhost")
+# --- end of accounts ----------------------------------------------------------------------
+
+# --- Public deployment: security headers, proxies, error pages ---
+# Behind a TLS-terminating proxy (MNEMO_BEHIND_PROXY, read in the accounts block above) a
+# request is HTTPS when the proxy's X-Forwarded-Proto says so, and its host name is the
+# proxy's X-Forwarded-Host (still checked against ALLOWED_HOSTS). The proxy must set both
+# headers itself, replacing whatever the client sent.
+if MNEMO_BEHIND_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = True
+# Redirect plain HTTP to HTTPS. Behind a proxy this needs MNEMO_BEHIND_PROXY, or every
+# request looks like plain HTTP and redirects forever.
+SECURE_SSL_REDIRECT = env_bool("MNEMO_SSL_REDIRECT", default=False)
+# HSTS: browsers use only HTTPS for this host for that many seconds. 0 (the default) is off;
+# turn it on once HTTPS works, e.g. 31536000 (a year). It covers subdomains unless
+# MNEMO_HSTS_INCLUDE_SUBDOMAINS=false. Asking for the browsers' preload list is the domain
+# owner's decision (it is hard to undo): MNEMO_HSTS_PRELOAD=true.
+SECURE_HSTS_SECONDS = env_int("MNEMO_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("MNEMO_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env_bool("MNEMO_HSTS_PRELOAD", default=False)
+if not SECURE_HSTS_PRELOAD:
+    SILENCED_SYSTEM_CHECKS += ["security.W021"]  # "not preloaded": off by choice, see above
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy on every page: scripts and styles only from Mnemo's own static
+# files (no inline code; templates/base.html turns off htmx's injected styles and eval).
+# The Swagger UI page relaxes styles for itself only (config/urls.py).
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "form-action": ["'self'"],
+}
+# Error answers (lib/http_errors.py): JSON under /api/, styled pages elsewhere; handler400/
+# 403/404/500 are set in config/urls.py.
+CSRF_FAILURE_VIEW = "lib.http_errors.csrf_failure"
+# --- end of public deployment ---------------------------------------------------------------
 
 LOGGING = {
     "version": 1,

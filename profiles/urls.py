@@ -1,6 +1,6 @@
 from django.urls import path
 
-from profiles import views
+from profiles import accounts, views
 
 urlpatterns = [
     path("agents/", views.agents_page, name="agents"),
@@ -10,4 +10,14 @@ urlpatterns = [
     path("settings/", views.settings_page, name="settings"),
     path("settings/memory/", views.memory_pause, name="memory_pause"),
     path("signup/", views.signup, name="signup"),
+    # Accounts (profiles/accounts.py): password change and reset by email.
+    path("settings/password/", accounts.password_change, name="password_change"),
+    path("password-reset/", accounts.password_reset, name="password_reset"),
+    path("password-reset/sent/", accounts.password_reset_sent, name="password_reset_done"),
+    path(
+        "password-reset/<uidb64>/<token>/",
+        accounts.password_reset_confirm,
+        name="password_reset_confirm",
+    ),
+    path("password-reset/done/", accounts.password_reset_complete, name="password_reset_complete"),
 ]
