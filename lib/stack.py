@@ -171,9 +171,11 @@ def supervisor_config(
     python = sys.executable
     bin_dir = Path(python).parent
     valkey = valkey_binary()
+    # PostgreSQL refuses to run as root: as root, the wrapper runs it as pgserver's user.
     postgres = (
-        f"{postgres_bin / 'postgres'} -D {layout.pgdata} -k {socket_dir} -h '' -p 5432"
-        " -c unix_socket_permissions=0777"
+        f"{python} -m lib.stack postgres {postgres_user or '-'} {postgres_bin / 'postgres'}"
+        f" -D {layout.pgdata}"
+        f" -k {socket_dir} -h '' -p 5432 -c unix_socket_permissions=0777"
     )
     sections = [
         "[unix_http_server]",
@@ -202,7 +204,6 @@ def supervisor_config(
             stopsignal="INT",  # a fast shutdown: roll back what is open, checkpoint, exit
             stopwaitsecs=10,
             startsecs=2,
-            **({"user": postgres_user} if postgres_user else {}),
         ),
         program(
             "valkey",
@@ -224,6 +225,10 @@ def supervisor_config(
             "web",
             f"{bin_dir / 'gunicorn'} -c {ROOT / 'config' / 'gunicorn.conf.py'}",
             priority=30,
+            # One process by default: each holds Django and both models (~230 MB), and
+            # its threads serve a person and their agents. WEB_CONCURRENCY=2 doubles the
+            # CPU-bound throughput (bench/README.md) for ~230 MB more.
+            environment=f'WEB_CONCURRENCY="{os.environ.get("WEB_CONCURRENCY", "1")}"',
             autostart="false",
             stopwaitsecs=8,
         ),
@@ -345,10 +350,57 @@ def postgres_ready(layout: Layout) -> bool:
     return True
 
 
+def run_postgres(layout: Layout, command: list[str]) -> int:
+    """The `postgres` program: clear what a killed server left, then become the server.
+
+    A postmaster killed outright leaves its backends running for a moment, attached to
+    the old shared memory, and a new server refuses to start until they are gone;
+    supervisord would retry with ever longer pauses (1 s, 2 s, 3 s, ...). The backends
+    of a dead postmaster are recognisable: postgres processes whose working directory is
+    this data dir.
+    """
+    user, *command = command
+    if not _postmaster_alive(layout.pgdata):
+        _end_orphaned_backends(layout.pgdata)
+    if user != "-":
+        import pwd
+
+        entry = pwd.getpwnam(user)
+        os.setgroups([])
+        os.setgid(entry.pw_gid)
+        os.setuid(entry.pw_uid)
+        os.environ["HOME"] = entry.pw_dir
+    os.execv(command[0], command)  # noqa: S606 - the server's own binary
+    return 1  # not reached
+
+
+def _postmaster_alive(pgdata: Path) -> bool:
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _end_orphaned_backends(pgdata: Path) -> None:
+    import psutil
+
+    orphans = []
+    for process in psutil.process_iter(["name", "cwd"]):
+        if process.pid != os.getpid() and process.info["cwd"] == str(pgdata):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+                orphans.append(process)
+    psutil.wait_procs(orphans, timeout=10)
+
+
 def main(argv: list[str]) -> int:
     layout = Layout(data_dir_from_environment())
     if argv[1:] == ["setup"]:
         return setup(layout)
+    if argv[1:2] == ["postgres"]:
+        return run_postgres(layout, argv[2:])
     return start(layout)
 
 

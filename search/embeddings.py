@@ -147,7 +147,9 @@ class LocalEmbedder:
             matrix = tensors.get_tensor(WORDLLAMA_TENSOR)
         if matrix.ndim != 2 or matrix.shape[1] != self.dimensions:
             raise EmbeddingError(f"{weights} holds a {matrix.shape} matrix, not (n, 256)")
-        self._matrix: np.ndarray = np.ascontiguousarray(matrix, dtype=np.float32)
+        # Kept as stored (float16: 16 MB instead of 32 in every process that embeds); rows
+        # are widened to float32 when summed, which float16 -> float32 does exactly.
+        self._matrix: np.ndarray = np.ascontiguousarray(matrix)
         self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
@@ -187,7 +189,9 @@ class LocalEmbedder:
         for row, words in enumerate(split):
             ids = np.fromiter(chain.from_iterable(map(ids_of, words)), dtype=np.intp)
             # The mean's length is normalized away, so the sum will do.
-            vectors[row] = np.ones(len(ids), dtype=np.float32) @ self._matrix[ids]
+            vectors[row] = np.ones(len(ids), dtype=np.float32) @ self._matrix[ids].astype(
+                np.float32
+            )
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         if not np.all(norms > 0):
             raise EmbeddingError("the local model made a zero vector")

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -30,6 +31,7 @@ from lib.stack import Layout, read_stack, supervisor_rpc
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+API_RATE_PER_MINUTE = 300
 
 
 def _free_port() -> int:
@@ -81,6 +83,7 @@ class Stack:
             "WEB_CONCURRENCY": "2",
             "CELERY_CONCURRENCY": "1",
             "MNEMO_EMBEDDING_PROVIDER": "local",
+            "MNEMO_API_RATE": f"{API_RATE_PER_MINUTE}/min",
             "PATH": f"{BIN}{os.pathsep}{env['PATH']}",
         }
         self.process: subprocess.Popen | None = None
@@ -287,6 +290,25 @@ def test_an_over_long_url_is_a_414_in_the_error_shape(stack, token):
         urllib.request.urlopen(request, timeout=10)
     assert raised.value.code == 414
     assert json.loads(raised.value.read())["error"]["code"] == "url_too_long"
+
+
+def test_the_rate_limit_holds_across_the_web_processes(stack):
+    """Two web processes share one counter (the supervised Valkey), not one each."""
+    token = stack.manage("create_agent_token", "demo", "rate-test").strip().splitlines()[-1]
+    sent = API_RATE_PER_MINUTE + 100
+    statuses: list[int] = []
+
+    def client(count: int) -> None:
+        for _ in range(count):
+            statuses.append(call_tool(stack.base, token, "list_memories", {})[0])
+
+    threads = [threading.Thread(target=client, args=(sent // 4,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(set(statuses)) == [200, 429]
+    assert statuses.count(200) == API_RATE_PER_MINUTE
 
 
 def test_a_killed_worker_comes_back_and_its_work_is_done(stack, token):
