@@ -11,7 +11,7 @@ from pathlib import Path
 
 import environ
 
-from lib.beat import BEAT_SCHEDULE, embedded_broker_url
+from lib.schedule import BEAT_SCHEDULE, embedded_broker_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -303,8 +303,7 @@ REST_FRAMEWORK = {
         "rest_framework.permissions.IsAuthenticated",
         "profiles.authentication.UserTokenOnly",
     ],
-    "DEFAULT_THROTTLE_CLASSES": ["profiles.authentication.AgentTokenThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"agent_token": MNEMO_API_RATE},
+    "DEFAULT_THROTTLE_CLASSES": ["profiles.throttling.AgentTokenThrottle"],
     "DEFAULT_PARSER_CLASSES": ["lib.api.LimitedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "lib.api.exception_handler",

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import socket
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -122,22 +125,69 @@ def embed_pending(embedder: Embedder) -> int:
     the pending flag, then reads what is missing, so a write that commits during a pass
     is either read by it or raises the flag again and gets another pass.
     """
-    done, refused = 0, []
-    while cache.add(LEASE_KEY, 1, LEASE_SECONDS):
+    done, refused, me = 0, [], _lease_holder()
+    while _take_lease(me):
         try:
             while True:
                 cache.delete(PENDING_KEY)
                 found, stored = _embed_a_pass(embedder, refused)
                 done += stored
-                cache.touch(LEASE_KEY, LEASE_SECONDS)
+                _renew_lease(me)
                 if found == 0 and not cache.get(PENDING_KEY):
                     break
         finally:
-            cache.delete(LEASE_KEY)
+            _release_lease(me)
         # A write between the last look and letting go raised the flag with no runner.
         if not cache.get(PENDING_KEY):
             break
     return done
+
+
+# The lease names its holder (host, process, thread): only the holder renews or releases
+# it, so a runner whose lease expired during a long pass never ends the next holder's; and
+# a lease whose holder died on this host (a worker killed mid-run) is taken over at once
+# instead of blocking the restarted worker's catch-up until it expires. The cache offers
+# no compare-and-delete, so a check and its delete are two steps: a lease that expires in
+# between can let two runners overlap, which costs duplicate work, never a wrong vector
+# (each vector is stored only where the row still holds the text that was embedded).
+
+
+def _lease_holder() -> str:
+    return f"{socket.gethostname()}|{os.getpid()}|{threading.get_ident()}"
+
+
+def _take_lease(me: str) -> bool:
+    if cache.add(LEASE_KEY, me, LEASE_SECONDS):
+        return True
+    holder = cache.get(LEASE_KEY)
+    if holder is None or _holder_died(holder):
+        cache.delete(LEASE_KEY)
+        return cache.add(LEASE_KEY, me, LEASE_SECONDS)
+    return False
+
+
+def _holder_died(holder: str) -> bool:
+    host, _, rest = str(holder).partition("|")
+    pid = rest.partition("|")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive, another user's
+    return False
+
+
+def _renew_lease(me: str) -> None:
+    if cache.get(LEASE_KEY) == me:
+        cache.touch(LEASE_KEY, LEASE_SECONDS)
+
+
+def _release_lease(me: str) -> None:
+    if cache.get(LEASE_KEY) == me:
+        cache.delete(LEASE_KEY)
 
 
 def _embed_a_pass(embedder: Embedder, refused: list[EmbeddingFailure]) -> tuple[int, int]:

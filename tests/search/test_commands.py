@@ -1,4 +1,4 @@
-"""backfill_embeddings, reindex and the embedding tasks, run in this process.
+"""backfill_embeddings, reindex and the embedding task, run in this process.
 
 The tests are not transactional, so the services' on-commit tasks never run: every write
 leaves its rows without vectors, as a missed task would.
@@ -21,7 +21,7 @@ from search import indexing, progress
 from search.embeddings import get_embedder
 from search.indexing import memories_needing_vectors, text_hash
 from search.services import search_documents, search_memory
-from search.tasks import embed_document, embed_memory
+from search.tasks import embed_pending
 from tests.search.conftest import DOCUMENT, DOCUMENT_PATH, OPENAI_MODEL_ID, use_openai
 from tests.search.fake_openai import Reply, stored_vector
 
@@ -162,10 +162,10 @@ def test_a_value_changed_through_the_services_is_embedded_again(local_provider, 
     assert_vectors([second], get_embedder().embed([second.text]))
 
 
-def test_a_value_changed_behind_the_services_back_is_left_to_its_task(local_provider, alice):
-    """backfill looks for missing vectors and other models' vectors, not stale hashes: only
-    a write through the services (which clears the vector) or the row's task (which
-    compares the hash) re-embeds it."""
+def test_a_value_changed_behind_the_services_back_is_left_alone(local_provider, alice):
+    """backfill and the embedding task look for missing vectors and other models' vectors,
+    not stale hashes: only a write through the services (which clears the vector) makes
+    them embed the row again; embed_memories, given the row, compares the hash."""
     write_rows(alice)
     run("backfill_embeddings")
     tea = Memory.objects.get(key="preference:tea")
@@ -173,10 +173,11 @@ def test_a_value_changed_behind_the_services_back_is_left_to_its_task(local_prov
 
     out, _ = run("backfill_embeddings")
     assert out.startswith("Embedded 0 memories and 0 document chunks")
+    assert embed_pending() == 0
     tea.refresh_from_db()
     assert tea.embedded_hash == text_hash(MEMORIES["preference:tea"])  # stale
 
-    assert embed_memory(tea.pk) == 1
+    assert indexing.embed_memories(Memory.objects.filter(pk=tea.pk), get_embedder()) == 1
     tea.refresh_from_db()
     assert_vectors([tea], get_embedder().embed(["Prefers black coffee now"]))
 
@@ -225,13 +226,11 @@ def test_a_task_embeds_the_rest_of_a_document_around_a_refused_chunk(
 ):
     words = [f"word{n}" for n in range(3000)]
     words[1000] = "REFUSE-ME"
-    document = document_write(
-        user=alice, path="long.md", content=" ".join(words), actor=Actor.for_user(alice)
-    )
+    document_write(user=alice, path="long.md", content=" ".join(words), actor=Actor.for_user(alice))
     use_openai(settings, openai_server)
     openai_server.refuse_containing = "REFUSE-ME"
 
-    embedded = embed_document(document.pk)
+    embedded = embed_pending()
 
     missing = [row.ordinal for row in chunks() if row.embedding is None]
     assert (embedded, missing) == (len(chunks()) - 1, [1])
@@ -337,44 +336,38 @@ def test_reindex_all_re_embeds_rows_of_the_current_model_too(
     assert_openai_vectors(memories() + chunks())
 
 
-# --- the tasks, called directly ---------------------------------------------------------------
+# --- the task, called directly ----------------------------------------------------------------
 
 
-def test_embed_memory_is_idempotent(local_provider, alice):
+def test_the_embedding_task_is_idempotent(local_provider, alice):
     write_rows(alice)
-    tea = Memory.objects.get(key="preference:tea")
 
-    assert embed_memory(tea.pk) == 1
-    assert embed_memory(tea.pk) == 0
+    assert embed_pending() == 8
+    before = [(row.pk, row.embedded_hash) for row in memories() + chunks()]
+    with CaptureQueriesContext(connection) as queries:
+        assert embed_pending() == 0
 
-    tea.refresh_from_db()
-    assert tea.embedding_model == get_embedder().model
-    assert_vectors([tea], get_embedder().embed([tea.value]))
-    assert Memory.objects.exclude(pk=tea.pk).filter(embedding__isnull=False).count() == 0
-
-
-def test_embed_document_is_idempotent(local_provider, alice):
-    document = write_rows(alice)
-
-    assert embed_document(document.pk) == 2
-    assert embed_document(document.pk) == 0
-
-    rows = chunks()
-    assert models_of(rows) == [get_embedder().model] * 2
+    assert not [query for query in queries if query["sql"].startswith("UPDATE")]
+    rows = memories() + chunks()
+    assert [(row.pk, row.embedded_hash) for row in rows] == before
+    assert models_of(rows) == [get_embedder().model] * 8
     assert_vectors(rows, get_embedder().embed(texts_of(rows)))
 
 
-def test_a_task_for_a_deleted_row_does_nothing(local_provider, alice):
-    document = write_rows(alice)
-    tea = Memory.objects.get(key="preference:tea")
+def test_deleted_rows_are_not_embedded(local_provider, alice):
+    write_rows(alice)
     actor = Actor.for_user(alice)
     memory_delete(user=alice, key="preference:tea", actor=actor)
     document_delete(user=alice, path=DOCUMENT_PATH, actor=actor)
 
-    assert embed_memory(tea.pk) == 0
-    assert embed_document(document.pk) == 0
+    assert embed_pending() == len(MEMORIES) - 1
+
     assert not DocumentChunk.objects.exists()
-    assert Memory.objects.filter(embedding__isnull=False).count() == 0
+    rows = memories()
+    assert sorted(texts_of(rows)) == sorted(
+        value for key, value in MEMORIES.items() if key != "preference:tea"
+    )
+    assert_vectors(rows, get_embedder().embed(texts_of(rows)))
 
 
 def test_a_value_rewritten_while_it_is_embedded_keeps_no_stale_vector(local_provider, alice):
