@@ -1,9 +1,17 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from django.views.decorators.csp import csp_override
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from lib.tool_manifest import api_not_found
+
+# Swagger UI loads its start-up script from the same URL (?script), so scripts stay 'self'
+# only; its page and widgets use inline styles, allowed on this page alone.
+SWAGGER_UI_CSP = {**settings.SECURE_CSP, "style-src": ["'self'", "'unsafe-inline'"]}
+swagger_view = SpectacularSwaggerSplitView.as_view(url_name="api_schema")
+swagger_ui = csp_override(SWAGGER_UI_CSP)(swagger_view)
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -11,7 +19,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("config.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("api/docs/", swagger_ui, name="api_docs"),
     re_path(r"^api/", api_not_found),
     # Pages: the Context page (memory), its Documents tab and search, activity, work, agents,
     # account.
@@ -22,3 +30,10 @@ urlpatterns = [
     path("search/", include("search.urls")),
     path("", include("profiles.urls")),
 ]
+
+# Errors: `{"error": …}` JSON under /api/, a styled page elsewhere; a 500 caused by an
+# unreachable database is a 503 with Retry-After (lib/http_errors.py).
+handler400 = "lib.http_errors.bad_request"
+handler403 = "lib.http_errors.permission_denied"
+handler404 = "lib.http_errors.page_not_found"
+handler500 = "lib.http_errors.server_error"

@@ -7,6 +7,9 @@ of lib/errors.py map onto it, and so do DRF's own exceptions.
 from __future__ import annotations
 
 import json
+import operator
+import re
+from itertools import accumulate, repeat
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +36,10 @@ SERVICE_ERROR_STATUS = {
 class RequestTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "too_large"
+
+
+class JSONTooDeep(exceptions.ParseError):
+    """A body nesting arrays and objects deeper than MAX_JSON_DEPTH (code bad_json)."""
 
 
 DRF_ERROR_CODES = {
@@ -84,6 +91,8 @@ def _drf_code(exc: Exception) -> str:
 def _message(exc: Exception, code: str) -> str:
     if isinstance(exc, exceptions.Throttled):
         return f"Too many requests for this token; retry in {int(exc.wait or 1)} seconds."
+    if isinstance(exc, JSONTooDeep):
+        return str(exc.detail)
     if isinstance(exc, exceptions.ParseError):
         return f"The request body is not valid JSON ({exc.detail})."
     if isinstance(exc, exceptions.NotAuthenticated):
@@ -132,11 +141,51 @@ class LimitedJSONParser(JSONParser):
         if len(raw) > limit:
             raise _too_large(limit)
         try:
-            return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             raise exceptions.ParseError("the body is not UTF-8") from error
+        if json_nesting_exceeds(raw, MAX_JSON_DEPTH):
+            raise JSONTooDeep(
+                f"The JSON body nests arrays and objects more than {MAX_JSON_DEPTH} levels "
+                f"deep; the limit is {MAX_JSON_DEPTH} levels."
+            )
+        try:
+            return json.loads(text, parse_constant=_refuse_constant)
         except ValueError as error:
             raise exceptions.ParseError(str(error)) from error
+
+
+# No tool takes more than a few levels; deeper bodies are refused before json.loads, whose
+# recursion would otherwise end in a RecursionError (a 500) a few thousand levels down.
+MAX_JSON_DEPTH = 100
+# What is left of a JSON text once its escapes are gone: a string, or an unterminated one
+# running to the end (so the pattern always matches at a quote and never rescans).
+_JSON_STRING = re.compile(rb'"[^"]*(?:"|\Z)')
+_NOT_A_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+# Openers become 2 and closers 0: each byte minus 1 is the step in depth.
+_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+_DEPTH_CHUNK = 65536
+
+
+def json_nesting_exceeds(raw: bytes, limit: int) -> bool:
+    """Whether a JSON text nests arrays and objects more than `limit` deep, found without
+    parsing or recursing (brackets inside strings do not count). Linear in the text, and
+    stops at the first level past the limit."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    # `\\` then `\"` go first, so no escaped quote ends a string below.
+    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    steps = _JSON_STRING.sub(b"", unescaped).translate(_DEPTH_STEPS, _NOT_A_BRACKET)
+    if b"\x02" * (limit + 1) in steps:
+        return True
+    depth = 0
+    for start in range(0, len(steps), _DEPTH_CHUNK):
+        chunk = steps[start : start + _DEPTH_CHUNK]
+        depths = list(accumulate(map(operator.sub, chunk, repeat(1)), initial=depth))
+        if max(depths) > limit:
+            return True
+        depth = depths[-1]
+    return False
 
 
 def _too_large(limit: int) -> RequestTooLarge:
