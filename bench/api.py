@@ -1,7 +1,10 @@
 """Load benchmark of the agent API under gunicorn (`make bench`; never run by the tests).
 
-Seeds a throwaway embedded database through the project's services, starts gunicorn
-on a free local port against it, then measures:
+Seeds a throwaway embedded database through the project's services, starts a Valkey
+beside it (the shared cache and broker, as `make run` does) and the web server as
+`make run` starts it (`gunicorn -c config/gunicorn.conf.py`: the ASGI worker, with
+WEB_CONCURRENCY processes of MNEMO_WEB_THREADS threads) on a free local port, then
+measures:
 
 * create_memory: sustained req/s and client-side latency with C concurrent clients;
 * the working-memory render for a user with 500 entries: the server's own render
@@ -65,8 +68,10 @@ RENDER_ENTRIES = 500
 START_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 30.0
 REQUEST_TIMEOUT_S = 30.0
-DEFAULT_SERVER = "sync:3"  # the best of --sweep on 2 cores: see bench/README.md
-SWEEP_SERVERS = ("sync:2", "sync:3", "sync:4", "gthread:2x2", "gthread:2x4", "gthread:3x4")
+DEFAULT_SERVER = "asgi:2"  # WEB_CONCURRENCY=2, config/gunicorn.conf.py's own default
+DEFAULT_THREADS = 4  # MNEMO_WEB_THREADS, lib/asgi.py's default
+SWEEP_SERVERS = ("asgi:1x4", "asgi:2x2", "asgi:2x4", "asgi:3x4", "asgi:2x8")
+GUNICORN_CONF = ROOT / "config" / "gunicorn.conf.py"
 
 EXIT_SERVER_FAILED = 1
 EXIT_ALL_FAILED = 2
@@ -308,35 +313,27 @@ def seed_write_user() -> str:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    worker_class: str  # sync or gthread
-    workers: int
-    threads: int
+    workers: int  # WEB_CONCURRENCY: gunicorn ASGI worker processes
+    threads: int  # MNEMO_WEB_THREADS: Django threads in each (lib/asgi.py)
 
     @classmethod
-    def parse(cls, text: str) -> ServerConfig:
-        match = re.fullmatch(r"(sync):([1-9]\d*)|(gthread):([1-9]\d*)x([1-9]\d*)", text)
+    def parse(cls, text: str, threads: int = DEFAULT_THREADS) -> ServerConfig:
+        match = re.fullmatch(r"asgi:([1-9]\d*)(?:x([1-9]\d*))?", text)
         if match is None:
-            raise argparse.ArgumentTypeError(f"{text!r}: use sync:<workers> or gthread:<w>x<t>")
-        if match[1]:
-            return cls("sync", int(match[2]), 1)
-        return cls("gthread", int(match[4]), int(match[5]))
+            raise argparse.ArgumentTypeError(f"{text!r}: use asgi:<workers> or asgi:<w>x<t>")
+        return cls(int(match[1]), int(match[2]) if match[2] else threads)
 
     @property
     def label(self) -> str:
-        if self.worker_class == "sync":
-            return f"sync:{self.workers}"
-        return f"gthread:{self.workers}x{self.threads}"
+        return f"asgi:{self.workers}x{self.threads}"
 
-    def arguments(self, port: int) -> list[str]:
-        return [
-            "config.wsgi:application",
-            f"--bind={HOST}:{port}",
-            f"--workers={self.workers}",
-            f"--worker-class={self.worker_class}",
-            f"--threads={self.threads}",
-            "--log-level=warning",
-            "--graceful-timeout=10",
-        ]
+    def environment(self, port: int) -> dict[str, str]:
+        return {
+            "MNEMO_HOST": HOST,
+            "MNEMO_PORT": str(port),
+            "WEB_CONCURRENCY": str(self.workers),
+            "MNEMO_WEB_THREADS": str(self.threads),
+        }
 
 
 def free_port() -> int:
@@ -348,18 +345,24 @@ def free_port() -> int:
 class Server:
     """gunicorn in a child process; stopped with SIGTERM when the block ends."""
 
-    def __init__(self, config: ServerConfig, data_dir: Path) -> None:
+    def __init__(self, config: ServerConfig, data_dir: Path, valkey: Valkey) -> None:
         self.config = config
+        self.valkey_pid = valkey.pid
         self.port = free_port()
         self.log_path = data_dir / f"gunicorn-{config.label}.log"
         self.postmaster_pid = postmaster_pid(data_dir)
-        self.command = [sys.executable, "-m", "gunicorn", *config.arguments(self.port)]
+        self.command = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF)]
+        self.environment = config.environment(self.port)
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Server:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
-                self.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+                self.command,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.environment},
             )
         try:
             self._wait_until_up()
@@ -413,6 +416,64 @@ class Server:
 
 def postmaster_pid(data_dir: Path) -> int:
     return int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
+
+
+class Valkey:
+    """valkey-server on the data dir's socket, where the settings look for the shared cache
+    (throttle counters, the embedding request flag) and Celery's broker; no persistence."""
+
+    def __init__(self, data_dir: Path) -> None:
+        from lib.stack import Layout, valkey_binary
+
+        layout = Layout(data_dir)
+        self.socket_path = layout.valkey_socket
+        layout.run_dir.mkdir(parents=True, exist_ok=True)
+        layout.valkey_dir.mkdir(parents=True, exist_ok=True)
+        self.command = [
+            str(valkey_binary()),
+            *("--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700"),
+            *("--dir", str(layout.valkey_dir), "--save", "", "--appendonly", "no"),
+            *("--daemonize", "no", "--loglevel", "warning"),
+        ]
+        self.log_path = data_dir / "valkey.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Valkey:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(  # noqa: S603 - the packaged binary
+                self.command, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + START_DEADLINE_S
+        while not self._answers():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                raise ServerFailed("valkey-server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def _answers(self) -> bool:
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(1.0)
+                sock.connect(str(self.socket_path))
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
 
 # --- the two benchmarks ----------------------------------------------------------------
@@ -603,12 +664,14 @@ class Tokens:
 
 
 def server_meter(server: Server) -> CpuMeter:
-    """CPU of the client (this process), gunicorn (master and workers) and PostgreSQL."""
+    """CPU of the client (this process), gunicorn (master and workers), PostgreSQL and
+    Valkey."""
     return CpuMeter(
         {
             "client": lambda: [psutil.Process()],
             "gunicorn": lambda: process_tree(server.pid),
             "postgres": lambda: process_tree(server.postmaster_pid),
+            "valkey": lambda: process_tree(server.valkey_pid),
         }
     )
 
@@ -646,11 +709,16 @@ def bench_renders(server: Server, token: str, args: argparse.Namespace) -> str:
 
 
 def bench_server(
-    config: ServerConfig, tokens: Tokens, data_dir: Path, args: argparse.Namespace
+    config: ServerConfig,
+    tokens: Tokens,
+    data_dir: Path,
+    valkey: Valkey,
+    args: argparse.Namespace,
 ) -> tuple[int, str]:
     """Start gunicorn with `config`, run both benchmarks, stop it; (exit code, summary)."""
-    server = Server(config, data_dir)
-    print(f"\n=== gunicorn {config.label}: {' '.join(server.command[1:])}")
+    server = Server(config, data_dir, valkey)
+    environment = " ".join(f"{name}={value}" for name, value in server.environment.items())
+    print(f"\n=== gunicorn {config.label}: {environment} {' '.join(server.command[1:])}")
     try:
         with server:
             writes = bench_writes(server, tokens.writer, args)
@@ -687,9 +755,15 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--server",
-        type=ServerConfig.parse,
         default=DEFAULT_SERVER,
-        help=f"sync:<workers> or gthread:<workers>x<threads> (default {DEFAULT_SERVER})",
+        help="asgi:<workers> (WEB_CONCURRENCY), or asgi:<workers>x<threads> "
+        f"(default {DEFAULT_SERVER})",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"MNEMO_WEB_THREADS, Django threads per process (default {DEFAULT_THREADS})",
     )
     parser.add_argument(
         "--sweep",
@@ -706,7 +780,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds per run")
     parser.add_argument("--renders", type=int, default=500, help="measured renders")
     parser.add_argument("--render-warmup", type=int, default=50, help="warm-up renders")
-    return parser.parse_args()
+    args = parser.parse_args()
+    try:
+        args.server = ServerConfig.parse(args.server, args.threads)
+    except argparse.ArgumentTypeError as error:
+        parser.error(str(error))
+    return args
 
 
 def sweep(argv: list[str]) -> int:
@@ -736,8 +815,13 @@ def main() -> int:
         return sweep([arg for arg in sys.argv[1:] if arg != "--sweep"])
     data_dir = prepare_environment("mnemo-bench-", MNEMO_API_RATE="1000000/s")
     print_machine("Mnemo agent API benchmark", ["gunicorn", "django", "djangorestframework"])
-    tokens = seed()
-    code, summary = bench_server(args.server, tokens, data_dir, args)
+    try:
+        with Valkey(data_dir) as valkey:
+            tokens = seed()
+            code, summary = bench_server(args.server, tokens, data_dir, valkey, args)
+    except ServerFailed as error:  # Valkey's; gunicorn's are reported by bench_server
+        print(f"SERVER FAILED: {error}")
+        return EXIT_SERVER_FAILED
     print(f"\n=== summary\n  {summary}")
     return code
 

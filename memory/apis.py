@@ -37,9 +37,10 @@ from lib.errors import InvalidInput
 from lib.tool_api import ToolApi
 from memory import selectors, services
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
-from memory.models import MAX_VALUE_LENGTH, Source
+from memory.models import MAX_VALUE_LENGTH, Memory, Source
 from memory.services import MAX_TAGS, TAG_PATTERN
-from memory.working_memory import EMPTY, OVER_BUDGET, build_working_memory
+from memory.working_memory import EMPTY, OVER_BUDGET, WorkingMemory, build_working_memory
+from profiles.authentication import request_profile
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 if TYPE_CHECKING:
@@ -121,6 +122,43 @@ class MemorySerializer(serializers.Serializer):
     last_accessed_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+# Responses are built by the functions below, not by instantiating the serializers that
+# describe them (in the schema): DRF deep-copies every field of a serializer per instance,
+# ≈ 0.4 ms of CPU a response (bench/README.md, issue 12). The fields' own
+# to_representation is used, from one shared instance (it keeps no state), so the output
+# is the serializers' to the byte; tests/memory/test_write_path.py compares them.
+_DATETIME = serializers.DateTimeField()
+
+
+def memory_body(memory: Memory) -> dict[str, Any]:
+    """A memory as MemorySerializer renders it."""
+    return {
+        "key": memory.key,
+        "kind": memory.kind,
+        "value": memory.value,
+        "source": str(memory.source),
+        "confidence": float(memory.confidence),
+        "tags": [str(tag) for tag in memory.tags],
+        "pinned": bool(memory.pinned),
+        "access_count": int(memory.access_count),
+        "last_accessed_at": _DATETIME.to_representation(memory.last_accessed_at),
+        "created_at": _DATETIME.to_representation(memory.created_at),
+        "updated_at": _DATETIME.to_representation(memory.updated_at),
+    }
+
+
+def working_memory_body(block: WorkingMemory) -> dict[str, Any]:
+    """A rendered block as WorkingMemorySerializer renders it."""
+    return {
+        "text": block.text,
+        "tokens": block.tokens,
+        "budget": block.budget,
+        "included": list(block.included),
+        "omitted": [{"key": item.key, "reason": item.reason} for item in block.omitted],
+        "counter": block.counter,
+    }
 
 
 class CreateMemorySerializer(ToolInput):
@@ -265,9 +303,9 @@ class MemoryCreateApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(CreateMemorySerializer)
         write = services.memory_upsert(user=request.user, actor=self.actor(), **data)
-        body = CreateMemoryResultSerializer({"created": write.created, "memory": write.memory})
+        body = {"created": write.created, "memory": memory_body(write.memory)}
         return Response(
-            body.data, status=status.HTTP_201_CREATED if write.created else status.HTTP_200_OK
+            body, status=status.HTTP_201_CREATED if write.created else status.HTTP_200_OK
         )
 
 
@@ -294,7 +332,7 @@ class MemoryUpdateApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(UpdateMemorySerializer)
         write = services.memory_update(user=request.user, actor=self.actor(), **data)
-        return Response(MemoryResultSerializer({"memory": write.memory}).data)
+        return Response({"memory": memory_body(write.memory)})
 
 
 class MemoryDeleteApi(ToolApi):
@@ -316,8 +354,7 @@ class MemoryDeleteApi(ToolApi):
     def post(self, request: Request) -> Response:
         key = self.validated(KeySerializer)["key"]
         history = services.memory_delete(user=request.user, key=key, actor=self.actor())
-        body = {"deleted": True, "key": key, "history_id": history.pk}
-        return Response(DeleteMemoryResultSerializer(body).data)
+        return Response({"deleted": True, "key": key, "history_id": history.pk})
 
 
 class MemoryGetApi(ToolApi):
@@ -336,7 +373,7 @@ class MemoryGetApi(ToolApi):
     def post(self, request: Request) -> Response:
         key = self.validated(KeySerializer)["key"]
         memory = services.memory_record_access(user=request.user, key=key)
-        return Response(MemoryResultSerializer({"memory": memory}).data)
+        return Response({"memory": memory_body(memory)})
 
 
 class MemoryListApi(ToolApi):
@@ -363,8 +400,8 @@ class MemoryListApi(ToolApi):
             selectors.memory_list(user=request.user, after_key=after_key, **data)[: limit + 1]
         )
         next_cursor = _encode_cursor(page[limit - 1].key) if len(page) > limit else None
-        body = {"results": page[:limit], "next_cursor": next_cursor}
-        return Response(MemoryPageSerializer(body).data)
+        results = [memory_body(memory) for memory in page[:limit]]
+        return Response({"results": results, "next_cursor": next_cursor})
 
 
 def _encode_cursor(key: str) -> str:
@@ -421,10 +458,13 @@ class WorkingMemoryApi(APIView):
         query = WorkingMemoryQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         started = time.perf_counter()
-        block = build_working_memory(user=request.user, budget=query.validated_data.get("budget"))
+        budget = query.validated_data.get("budget")
+        if budget is None:
+            budget = request_profile(request).token_budget
+        block = build_working_memory(user=request.user, budget=budget)
         timing = f"render;dur={(time.perf_counter() - started) * 1000:.2f}"
         if query.validated_data["format"] == "json":
-            response: HttpResponse = Response(WorkingMemorySerializer(block).data)
+            response: HttpResponse = Response(working_memory_body(block))
         else:
             response = HttpResponse(block.text, content_type="text/markdown; charset=utf-8")
             response["X-Mnemo-Tokens"] = str(block.tokens)

@@ -12,16 +12,19 @@ import zoneinfo
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Model
 from django.utils import timezone
 
 from activity import events
 from activity.actors import Actor, ActorKind
-from lib.errors import InvalidInput, NotFound
+from activity.models import ActivityEvent, EventType
+from lib.errors import InvalidInput, MemoryPaused, NotFound
+from lib.search_fields import SEARCH_COLUMNS
 from memory.keys import KeyFamily, parse_key
 from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
-from profiles.services import check_agents_may_write
+from profiles.models import Profile
+from profiles.services import MEMORY_PAUSED_MESSAGE
 from search.indexing import schedule_memory_embedding
 
 if TYPE_CHECKING:
@@ -131,8 +134,7 @@ def memory_delete(*, user: AbstractBaseUser, key: str, actor: Actor) -> MemoryHi
     """Delete a memory; its last state stays in history so it can be restored."""
     parse_key(key)
     with transaction.atomic():
-        check_agents_may_write(user=user, actor=actor)
-        memory = _locked(user, key)
+        memory = _locked(user, key, actor)
         if memory is None:
             raise NotFound(f"No memory with key '{key}'.", field="key")
         history = MemoryHistory.objects.create(
@@ -177,55 +179,190 @@ def _write(
     action: HistoryAction,
     create: bool = True,
 ) -> MemoryWrite:
+    """Write one memory with its history row and activity event, in one transaction.
+
+    Concurrent writers of one key serialize on its row lock, and each records the state
+    the previous one left. Two that both find the key new race to insert it: the loser's
+    INSERT fails on the unique (user, key), its transaction is rolled back, and it runs
+    once more, this time updating the winner's row.
+    """
+    try:
+        with transaction.atomic():
+            return _write_once(user, key, fields, actor, action, create)
+    except IntegrityError as error:
+        if not _is_unique_key_violation(error):
+            raise
     with transaction.atomic():
-        check_agents_may_write(user=user, actor=actor)
-        if create:
-            # get_or_create on the unique (user, key) under FOR UPDATE: concurrent
-            # writers of one key serialize on the row instead of racing.
-            memory, created = Memory.objects.select_for_update().get_or_create(
-                user=user, key=key, defaults=fields
-            )
-        else:
-            memory, created = _locked(user, key), False
-            if memory is None:
-                raise NotFound(f"No memory with key '{key}'.", field="key")
-        before = None if created else memory.snapshot()
-        if not created:
-            for name, new in fields.items():
-                setattr(memory, name, new)
-            changed = [*fields, "updated_at"]
-            if memory.value != before["value"]:
-                # The old vector no longer describes the value; search/tasks.py makes a new one.
-                memory.embedding, memory.embedding_model, memory.embedded_hash = None, "", ""
-                changed += ["embedding", "embedding_model", "embedded_hash"]
-            memory.save(update_fields=changed)
-        if created and action == HistoryAction.UPDATE:
+        return _write_once(user, key, fields, actor, action, create)
+
+
+def _write_once(
+    user: AbstractBaseUser,
+    key: str,
+    fields: dict[str, Any],
+    actor: Actor,
+    action: HistoryAction,
+    create: bool,
+) -> MemoryWrite:
+    # Two statements: the row lock, which also reads the pause, and one that writes the
+    # row (INSERT or UPDATE), its history row and its activity event together.
+    memory = _locked(user, key, actor)
+    created = memory is None
+    if memory is None:
+        if not create:
+            raise NotFound(f"No memory with key '{key}'.", field="key")
+        memory = Memory(user=user, key=key, **fields)
+        before = None
+        if action == HistoryAction.UPDATE:
             action = HistoryAction.CREATE
-        history = MemoryHistory.objects.create(
-            user=user,
-            key=key,
-            memory=memory,
-            action=action,
-            source=memory.source,
-            before=before,
-            after=memory.snapshot(),
-            **actor.as_fields(),
-        )
-        events.memory_written(
-            user=user,
-            actor=actor,
-            key=key,
-            action=action,
-            source=memory.source,
-            history_id=history.pk,
-        )
-        if before is None or before["value"] != memory.value:
-            schedule_memory_embedding(memory)
+        changed: list[str] = []
+    else:
+        before = memory.snapshot()
+        for name, new in fields.items():
+            setattr(memory, name, new)
+        memory.updated_at = timezone.now()
+        changed = [*fields, "updated_at"]
+        if memory.value != before["value"]:
+            # The old vector no longer describes the value; search/tasks.py makes a new one.
+            memory.embedding, memory.embedding_model, memory.embedded_hash = None, "", ""
+            changed += ["embedding", "embedding_model", "embedded_hash"]
+    history = MemoryHistory(
+        user=user,
+        key=key,
+        memory=None if created else memory,
+        action=action,
+        source=memory.source,
+        before=before,
+        after=memory.snapshot(),
+        **actor.as_fields(),
+    )
+    # The row events.memory_written() writes, with history_id filled in by the statement.
+    event = ActivityEvent(
+        event_type=EventType.MEMORY_WRITTEN,
+        user=user,
+        payload={"key": key, "action": action, "source": memory.source, "history_id": None},
+        **actor.as_fields(),
+    )
+    _write_rows(memory, changed, history, event)
+    if before is None or before["value"] != memory.value:
+        schedule_memory_embedding(memory)
     return MemoryWrite(memory=memory, created=created, history=history)
 
 
-def _locked(user: AbstractBaseUser, key: str) -> Memory | None:
-    return Memory.objects.select_for_update().filter(user=user, key=key).first()
+# The write path's statements are SQL put together from the models: building them with
+# the ORM on every write cost more CPU than PostgreSQL spends running them (bench/README.md,
+# issue 12). Values still go through each field's pre_save and get_db_prep_save, as in the
+# ORM's own INSERT and UPDATE.
+
+
+def _quote(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+@functools.cache
+def _lock_sql() -> tuple[str, list[str], int]:
+    """One row always: whether agents are refused (the user paused memory), and the memory
+    row, locked FOR UPDATE, when the key has one."""
+    fields = [f for f in Memory._meta.concrete_fields if f.name not in SEARCH_COLUMNS]
+    columns = ", ".join(_quote(field.column) for field in fields)
+    sql = (
+        "SELECT guard.paused, memory.* FROM (SELECT %(guarded)s AND EXISTS (SELECT FROM "  # noqa: S608 - names from the models
+        f"{_quote(Profile._meta.db_table)} WHERE user_id = %(user)s AND memory_paused)"
+        f" AS paused) AS guard LEFT JOIN (SELECT {columns} FROM {_quote(Memory._meta.db_table)}"
+        " WHERE user_id = %(user)s AND key = %(key)s FOR UPDATE) AS memory ON true"
+    )
+    names = [field.attname for field in fields]
+    return sql, names, names.index(Memory._meta.pk.attname)
+
+
+def _locked(user: AbstractBaseUser, key: str, actor: Actor) -> Memory | None:
+    """The memory under `key`, locked until the transaction ends; None if there is none.
+
+    MemoryPaused when an agent (or the system) writes for a user who paused memory, as
+    profiles.services.check_agents_may_write says, read in this same statement: a pause
+    that committed before it stops the write.
+    """
+    sql, names, pk_index = _lock_sql()
+    params = {"guarded": actor.kind != ActorKind.USER, "user": user.pk, "key": key}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        paused, *values = cursor.fetchone()
+    if paused:
+        raise MemoryPaused(MEMORY_PAUSED_MESSAGE)
+    if values[pk_index] is None:
+        return None
+    memory = Memory.from_db(connection.alias, names, values)
+    memory.user = user
+    return memory
+
+
+def _write_rows(
+    memory: Memory, changed: list[str], history: MemoryHistory, event: ActivityEvent
+) -> None:
+    """In one statement: INSERT the memory (no `changed`) or UPDATE its `changed` fields,
+    INSERT its history row, and INSERT the event with the history row's id in its payload."""
+    if memory.pk is None:
+        memory_sql, memory_params = _insert_sql(memory)
+        history_sql, history_params = _insert_sql(
+            history, {"memory_id": "(SELECT id FROM written)"}
+        )
+    else:
+        memory_sql, memory_params = _update_sql(memory, changed)
+        history_sql, history_params = _insert_sql(history)
+    event_sql, event_params = _insert_sql(
+        event, {"payload": "jsonb_set(%s, '{history_id}', to_jsonb((SELECT id FROM history)))"}
+    )
+    sql = (
+        f"WITH written AS ({memory_sql} RETURNING id), history AS ({history_sql} RETURNING id) "  # noqa: S608 - statements built above
+        f"{event_sql} RETURNING (SELECT id FROM written), (SELECT id FROM history), id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*memory_params, *history_params, *event_params])
+        memory.pk, history.pk, event.pk = cursor.fetchone()
+    for instance in (memory, history, event):
+        instance._state.adding = False
+        instance._state.db = connection.alias
+    history.memory = memory
+    event.payload["history_id"] = history.pk
+
+
+def _insert_sql(instance: Model, expressions: dict[str, str] | None = None) -> tuple[str, list]:
+    """The INSERT the ORM would send for `instance`, and its parameters.
+
+    `expressions` puts SQL in place of a column's value; a %s in it stands for the value.
+    """
+    expressions = expressions or {}
+    columns, placeholders, params = [], [], []
+    for field in type(instance)._meta.concrete_fields:
+        if field.primary_key or field.generated:
+            continue
+        value = field.get_db_prep_save(field.pre_save(instance, add=True), connection)
+        placeholder = expressions.get(field.attname, "%s")
+        columns.append(_quote(field.column))
+        placeholders.append(placeholder)
+        if "%s" in placeholder:
+            params.append(value)
+    table = _quote(type(instance)._meta.db_table)
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)})"  # noqa: S608 - names from the models
+    return sql, params
+
+
+def _update_sql(memory: Memory, changed: list[str]) -> tuple[str, list]:
+    """The UPDATE of the `changed` fields of `memory`, and its parameters."""
+    sets, params = [], []
+    for name in changed:
+        field = Memory._meta.get_field(name)
+        sets.append(f"{_quote(field.column)} = %s")
+        params.append(field.get_db_prep_save(getattr(memory, field.attname), connection))
+    table = _quote(Memory._meta.db_table)
+    sql = f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s"  # noqa: S608 - names from the models
+    return sql, [*params, memory.pk]
+
+
+def _is_unique_key_violation(error: IntegrityError) -> bool:
+    """Whether the write broke the unique (user, key) of memory/models.py."""
+    diag = getattr(error.__cause__, "diag", None)
+    return getattr(diag, "constraint_name", None) == "user_context_unique_key"
 
 
 def _source_and_confidence(

@@ -12,10 +12,10 @@ import functools
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from django.db.models.functions import Coalesce
+from django.db import connection
 
 from lib.errors import InvalidInput
 from lib.tokenizer import TokenCounter, get_token_counter
@@ -76,8 +76,12 @@ class _Row(NamedTuple):
     value: str
     pinned: bool
     confidence: float
-    used_at: datetime  # last used, or else last updated
+    used_at: int  # last used, or else last updated, in microseconds since 1970
     id: int  # rows are numbered in the order they were created
+
+
+# Sort keys as C-level getters: a lambda per row cost about as much as the sorting.
+_KEY, _PINNED, _USED_AT, _CONFIDENCE = map(attrgetter, ("key", "pinned", "used_at", "confidence"))
 
 
 def build_working_memory(*, user: AbstractBaseUser, budget: int | None = None) -> WorkingMemory:
@@ -86,9 +90,9 @@ def build_working_memory(*, user: AbstractBaseUser, budget: int | None = None) -
     counter = get_token_counter()
     counts = _memoized_counts(counter)
     units, omitted = _units(_rows(user))
-    included, left_out = _split(units, _fit(units, budget, counts))
-    text = _render(included, _key_count(left_out))
-    omitted += [Omitted(key, OVER_BUDGET) for unit in left_out for key in unit.keys]
+    chosen, text = _fit(units, budget, counts)
+    included, left_out = _split(units, chosen)
+    omitted += [_over_budget(key) for unit in left_out for key in unit.keys]
     return WorkingMemory(
         text=text,
         tokens=counts.block(text) if text else 0,
@@ -97,6 +101,13 @@ def build_working_memory(*, user: AbstractBaseUser, budget: int | None = None) -
         omitted=omitted,
         counter=counter.name,
     )
+
+
+@functools.lru_cache(maxsize=16384)
+def _over_budget(key: str) -> Omitted:
+    # Omitted is immutable, so renders share one per key: a block for hundreds of
+    # memories leaves most of them out, and building them anew was a tenth of a render.
+    return Omitted(key, OVER_BUDGET)
 
 
 def _check_budget(budget: object) -> int:
@@ -115,23 +126,26 @@ def _check_budget(budget: object) -> int:
 
 def _rows(user: AbstractBaseUser) -> list[_Row]:
     """The user's rows, values sanitized. A read: access counts are left as they are."""
-    # Sorted here, by code point: the database's collation must not change the bytes.
-    rows = (
-        Memory.objects.filter(user=user)
-        .order_by()
-        .values_list(
-            "key",
-            "value",
-            "pinned",
-            "confidence",
-            Coalesce("last_accessed_at", "updated_at"),
-            "id",
-        )
-    )
+    # Sorted later, by code point: the database's collation must not change the bytes.
+    # A timestamp as whole microseconds is exact and much cheaper to read than a datetime.
+    with connection.cursor() as cursor:
+        cursor.execute(_rows_sql(), [user.pk])
+        rows = cursor.fetchall()
     return [
         _Row(key, sanitize(value), pinned, confidence, used_at, row_id)
         for key, value, pinned, confidence, used_at, row_id in rows
     ]
+
+
+@functools.cache
+def _rows_sql() -> str:
+    # Written once rather than built by the ORM on every render (bench/README.md, issue 12).
+    table = connection.ops.quote_name(Memory._meta.db_table)
+    return (
+        "SELECT key, value, pinned, confidence, (EXTRACT(EPOCH FROM "  # noqa: S608 - the model's table
+        "COALESCE(last_accessed_at, updated_at)) * 1000000)::bigint, id "
+        f"FROM {table} WHERE user_id = %s"
+    )
 
 
 def sanitize(value: str) -> str:
@@ -155,7 +169,7 @@ def _units(rows: list[_Row]) -> tuple[list[_Unit], list[Omitted]]:
     styles: dict[str, dict[str, _Row]] = {}
     entries: list[_Row] = []
     empty: list[Omitted] = []
-    for row in sorted(rows, key=lambda row: row.key):
+    for row in sorted(rows, key=_KEY):
         if not row.value:
             empty.append(Omitted(row.key, EMPTY))
             continue
@@ -223,41 +237,46 @@ def _style_units(styles: dict[str, dict[str, _Row]]) -> list[_Unit]:
 def _entry_units(entries: list[_Row]) -> list[_Unit]:
     """Pinned first, then most recently used, then most confident, then by key."""
     # Stable sorts from the last criterion to the first; `entries` is already by key.
-    entries = sorted(entries, key=lambda row: row.confidence, reverse=True)
-    entries.sort(key=lambda row: row.used_at, reverse=True)
-    entries.sort(key=lambda row: row.pinned, reverse=True)
+    entries = sorted(entries, key=_CONFIDENCE, reverse=True)
+    entries.sort(key=_USED_AT, reverse=True)
+    entries.sort(key=_PINNED, reverse=True)
     return [
         _Unit(TOLD, (row.key,), f"- {ENTRY_LABELS[row.key.partition(':')[0]]} {row.value}")
         for row in entries
     ]
 
 
-def _fit(units: list[_Unit], budget: int, counts: _Counts) -> list[int]:
-    """Indexes of the units that fit, in priority order."""
-    chosen = _greedy(units, budget, counts.line)
+def _fit(units: list[_Unit], budget: int, counts: _Counts) -> tuple[list[int], str]:
+    """Indexes of the units that fit, in priority order, and the block they make."""
+    # Each line is counted once here (and memoized across renders): its own tokens plus
+    # its line break.
+    costs = [counts.line(unit.line) + 1 for unit in units]
+    headers = [counts.line(header) + 2 for header in HEADERS]  # with the blank line before
+    all_keys = _key_count(units)
+    chosen = _greedy(units, costs, headers, budget)
     if len(chosen) < len(units):
         # Room for the "left out" line, sized for the largest number it could show.
-        reserve = counts.line(_left_out_line(_key_count(units))) + 2
-        chosen = _greedy(units, budget - reserve, counts.line)
+        reserve = counts.line(_left_out_line(all_keys)) + 2
+        chosen = _greedy(units, costs, headers, budget - reserve)
     # Lines were counted one by one, but tokens can merge across line breaks: count the
     # whole text and drop the lowest-priority lines until it fits.
-    while chosen:
-        included, left_out = _split(units, chosen)
-        if counts.block(_render(included, _key_count(left_out))) <= budget:
-            break
+    while True:
+        included = [units[index] for index in chosen]
+        text = _render(included, all_keys - _key_count(included))
+        if not chosen or counts.block(text) <= budget:
+            return chosen, text
         chosen.pop()
-    return chosen
 
 
-def _greedy(units: list[_Unit], budget: int, count: Callable[[str], int]) -> list[int]:
+def _greedy(units: list[_Unit], costs: list[int], headers: list[int], budget: int) -> list[int]:
     """Take units in priority order while they fit; a header is paid with its first line."""
     chosen: list[int] = []
     used = 0
     opened: set[int] = set()
     for index, unit in enumerate(units):
-        cost = count(unit.line) + 1
+        cost = costs[index]
         if unit.section not in opened:
-            cost += count(HEADERS[unit.section]) + 2  # with the blank line before
+            cost += headers[unit.section]
         if used + cost <= budget:
             chosen.append(index)
             used += cost

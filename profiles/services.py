@@ -69,15 +69,20 @@ def profile_update(
     return profile
 
 
+MEMORY_PAUSED_MESSAGE = "Memory is paused by the user; agents cannot change it until resumed."
+
+
 def check_agents_may_write(*, user: AbstractBaseUser | None, actor: Actor) -> None:
     """MemoryPaused when an agent (or the system) writes for a user who paused memory.
 
-    The user's own changes always go through; the global scope has no pause.
+    The user's own changes always go through; the global scope has no pause. Call it
+    inside the write's transaction. memory/services.py reads the same flag in its row lock
+    statement instead, which saves a round trip per write.
     """
     if user is None or actor.kind == ActorKind.USER:
         return
     if Profile.objects.filter(user=user, memory_paused=True).exists():
-        raise MemoryPaused("Memory is paused by the user; agents cannot change it until resumed.")
+        raise MemoryPaused(MEMORY_PAUSED_MESSAGE)
 
 
 def agent_check_owner(*, agent: Agent | None, user: AbstractBaseUser | None) -> None:

@@ -52,11 +52,12 @@ class AgentTokenThrottle(BaseThrottle):
 
     @staticmethod
     def _count(key: str, now: float, period: int) -> int:
-        """This request's number in its window. add() only creates what is missing, so the
-        window's first request starts it and concurrent ones all count into it."""
+        """This request's number in its window: two cache calls (add, incr), three when it
+        starts the window. add() only creates a missing key, so the window's first request
+        starts it and concurrent ones all count into it."""
         for _ in range(2):
-            cache.add(f"{key}:start", now, period)
-            cache.add(f"{key}:count", 0, period)
+            if cache.add(f"{key}:count", 0, period):
+                cache.set(f"{key}:start", now, period)
             try:
                 return cache.incr(f"{key}:count")
             except ValueError:  # the window ended between add and incr: start the next
