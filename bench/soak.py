@@ -38,13 +38,12 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
-import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import percentile, print_machine, verdict  # noqa: E402
-from lib.stack import Layout, read_stack, supervisor_rpc  # noqa: E402
+from lib.stack import Layout, connect, program_info  # noqa: E402
 
 BURST_WRITES = 400
 BURST_CLIENTS = 8
@@ -105,30 +104,17 @@ class Stack:
         self.process.wait(timeout=60)
         return time.monotonic() - started
 
-    def rpc(self):
-        return supervisor_rpc(self.layout)
-
     def pid(self, name: str) -> int:
-        full = f"app:{name}" if name in ("web", "worker", "beat") else name
-        return self.rpc().supervisor.getProcessInfo(full)["pid"]
+        return program_info(self.layout, name)["pid"]
 
     def state(self, name: str) -> str:
         try:
-            full = f"app:{name}" if name in ("web", "worker", "beat") else name
-            return self.rpc().supervisor.getProcessInfo(full)["statename"]
+            return program_info(self.layout, name)["statename"]
         except OSError:
             return "UNKNOWN"
 
     def sql(self, query: str, params: tuple = ()) -> list[tuple]:
-        stack = read_stack(self.data_dir)
-        assert stack is not None
-        with psycopg.connect(
-            host=stack["postgres_socket_dir"],
-            port=stack["postgres_port"],
-            user="postgres",
-            dbname="mnemo",
-            connect_timeout=3,
-        ) as conn:
+        with connect(self.data_dir) as conn:
             return conn.execute(query, params).fetchall()
 
     def manage(self, *args: str) -> str:
@@ -405,9 +391,15 @@ def main() -> int:
         stack.start()
         print(f"stack      up in {time.monotonic() - started:.1f} s on {stack.base}")
         token = stack.manage("create_agent_token", "demo", "soak").strip().splitlines()[-1]
-        model = stack.manage(
-            "shell", "-c", "from search.embeddings import get_embedder; print(get_embedder().model)"
-        ).strip().splitlines()[-1]
+        model = (
+            stack.manage(
+                "shell",
+                "-c",
+                "from search.embeddings import get_embedder; print(get_embedder().model)",
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         get(stack.base + "/api/v1/working-memory", _bearer(token))  # loads what a use loads
         tool(stack.base, token, "search_memory", {"query": "warm up"})
 

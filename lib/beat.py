@@ -16,8 +16,7 @@ from lib.stack import data_dir_from_environment
 # fixups=[]: not even the Django fixup, which would set Django up in this process.
 app = Celery(
     "mnemo",
-    broker=os.environ.get("CELERY_BROKER_URL")
-    or embedded_broker_url(data_dir_from_environment()),
+    broker=os.environ.get("CELERY_BROKER_URL") or embedded_broker_url(data_dir_from_environment()),
     fixups=[],
     set_as_current=False,
 )

@@ -334,20 +334,33 @@ def setup(layout: Layout) -> int:
 def postgres_ready(layout: Layout) -> bool:
     import psycopg
 
-    stack = read_stack(layout.data_dir)
-    if stack is None:
-        return False
     try:
-        psycopg.connect(
-            host=stack["postgres_socket_dir"],
-            port=stack["postgres_port"],
-            user="postgres",
-            dbname="postgres",
-            connect_timeout=2,
-        ).close()
-    except psycopg.OperationalError:
+        connect(layout.data_dir, dbname="postgres").close()
+    except (psycopg.OperationalError, LookupError):
         return False
     return True
+
+
+def connect(data_dir: Path, *, dbname: str = "mnemo"):
+    """A psycopg connection to the running stack's PostgreSQL (LookupError: no stack)."""
+    import psycopg
+
+    stack = read_stack(data_dir)
+    if stack is None:
+        raise LookupError(f"no running stack on {data_dir}")
+    return psycopg.connect(
+        host=stack["postgres_socket_dir"],
+        port=stack["postgres_port"],
+        user="postgres",
+        dbname=dbname,
+        connect_timeout=3,
+    )
+
+
+def program_info(layout: Layout, name: str) -> dict:
+    """supervisord's view of one program (`web`, `worker`, `beat`, `postgres`, ...)."""
+    full = f"app:{name}" if name in ("web", "worker", "beat") else name
+    return supervisor_rpc(layout).supervisor.getProcessInfo(full)
 
 
 def run_postgres(layout: Layout, command: list[str]) -> int:

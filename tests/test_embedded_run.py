@@ -24,10 +24,9 @@ import urllib.request
 from pathlib import Path
 
 import psutil
-import psycopg
 import pytest
 
-from lib.stack import Layout, read_stack, supervisor_rpc
+from lib.stack import Layout, connect, program_info, read_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -119,12 +118,8 @@ class Stack:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def rpc(self):
-        return supervisor_rpc(self.layout)
-
     def info(self, name: str) -> dict:
-        full = f"app:{name}" if name in ("web", "worker", "beat") else name
-        return self.rpc().supervisor.getProcessInfo(full)
+        return program_info(self.layout, name)
 
     def state(self, name: str) -> str:
         try:
@@ -136,15 +131,7 @@ class Stack:
         return self.info(name)["pid"]
 
     def sql(self, query: str, params: tuple = ()) -> list[tuple]:
-        stack = read_stack(self.data_dir)
-        assert stack is not None
-        with psycopg.connect(
-            host=stack["postgres_socket_dir"],
-            port=stack["postgres_port"],
-            user="postgres",
-            dbname="mnemo",
-            connect_timeout=3,
-        ) as conn:
+        with connect(self.data_dir) as conn:
             return conn.execute(query, params).fetchall()
 
     def manage(self, *args: str) -> str:
