@@ -316,6 +316,9 @@ def test_a_killed_worker_comes_back_and_its_work_is_done(stack, token):
 
 
 def test_killed_beat_and_web_come_back(stack):
+    # gunicorn's workers outlive a SIGKILLed master for a moment (until they see it gone),
+    # and may answer meanwhile: wait for them to leave, so the answer below is the new one's.
+    old_web_workers = psutil.Process(stack.pid("web")).children()
     for name in ("beat", "web"):
         before = stack.pid(name)
         os.kill(before, signal.SIGKILL)
@@ -326,6 +329,8 @@ def test_killed_beat_and_web_come_back(stack):
             timeout=30,
             what=f"supervisord to restart {name}",
         )
+    psutil.wait_procs(old_web_workers, timeout=60)
+    assert not [worker for worker in old_web_workers if worker.is_running()]
     # A new web process loads Django and both models first (seconds; more on a busy machine).
     wait_for(lambda: http_get(stack.base + "/login/")[0] == 200, timeout=120, what="web again")
 
