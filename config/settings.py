@@ -12,6 +12,7 @@ from pathlib import Path
 import environ
 
 from lib.schedule import BEAT_SCHEDULE, embedded_broker_url
+from lib.stack import Layout
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -19,14 +20,17 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 
+TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def env_bool(name: str, *, default: bool) -> bool:
     """Like env.bool, but a value that is neither true nor false is an error, not False."""
     if name not in env:
         return default
     raw = env.str(name).strip().lower()
-    if raw in ("1", "true", "yes", "on"):
+    if raw in TRUE_WORDS:
         return True
-    if raw in ("0", "false", "no", "off", ""):
+    if raw in FALSE_WORDS or raw == "":
         return False
     raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use true or false.")
 
@@ -174,7 +178,7 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
 # Celery: Redis (or any kombu URL) in production. In embedded mode, the Valkey server that
 # `make run` supervises in the data dir (lib/stack.py) is the broker and the shared cache.
-VALKEY_SOCKET = DATA_DIR / "run" / "valkey.sock"
+VALKEY_SOCKET = Layout(DATA_DIR).valkey_socket
 CELERY_BROKER_URL = env.str(
     "CELERY_BROKER_URL",
     default=embedded_broker_url(DATA_DIR) if EMBEDDED else "redis://localhost:6379/0",
@@ -367,7 +371,6 @@ AXES_VERBOSE = False  # no banner on every process start (it went to manage.py's
 # Email, for password reset links: EMAIL_URL, e.g. smtp://user:password@mail.example.com:587
 # ?tls=true (or ?ssl=true on port 465), as Django's MAILERS (Django 6.1 deprecates the EMAIL_*
 # settings). Unset, there is no mailer: nothing is sent and the reset page says so.
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
 def _mailer(name: str) -> dict[str, object]:
@@ -386,12 +389,12 @@ def _mailer(name: str) -> dict[str, object]:
         config[f"EMAIL_USE_{option}"] = value
     for setting in ("EMAIL_USE_TLS", "EMAIL_USE_SSL"):
         flag = str(config.get(setting, False)).strip().lower()
-        if flag not in _TRUE + _FALSE:
+        if flag not in TRUE_WORDS + FALSE_WORDS:
             option = setting.removeprefix("EMAIL_USE_").lower()
             raise environ.ImproperlyConfigured(
                 f"{name}: {option}={flag!r} is not a boolean; use true or false."
             )
-        config[setting] = flag in _TRUE
+        config[setting] = flag in TRUE_WORDS
     if config["EMAIL_USE_TLS"] and config["EMAIL_USE_SSL"]:
         raise environ.ImproperlyConfigured(f"{name}: use tls or ssl, not both.")
     backend = str(config["EMAIL_BACKEND"])

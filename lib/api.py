@@ -23,6 +23,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused, NotFound, ServiceError
+from lib.http_errors import body_too_large_message, error_body
 
 SERVICE_ERROR_STATUS = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
@@ -56,14 +57,10 @@ DRF_ERROR_CODES = {
 }
 
 
-def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "field": field}}
-
-
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's exception handler, answering in the API's one error shape."""
     if isinstance(exc, RequestDataTooBig):
-        exc = _too_large(settings.MNEMO_API_MAX_BODY_BYTES)
+        exc = _too_large()
     if isinstance(exc, ServiceError):
         status_code = SERVICE_ERROR_STATUS.get(type(exc), status.HTTP_400_BAD_REQUEST)
         return Response(error_body(exc.code, exc.message, exc.field), status=status_code)
@@ -136,10 +133,10 @@ class LimitedJSONParser(JSONParser):
         request = (parser_context or {}).get("request")
         declared = request.META.get("CONTENT_LENGTH") if request is not None else None
         if declared and declared.isdigit() and int(declared) > limit:
-            raise _too_large(limit)
+            raise _too_large()
         raw = stream.read(limit + 1)
         if len(raw) > limit:
-            raise _too_large(limit)
+            raise _too_large()
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -188,8 +185,8 @@ def json_nesting_exceeds(raw: bytes, limit: int) -> bool:
     return False
 
 
-def _too_large(limit: int) -> RequestTooLarge:
-    return RequestTooLarge(f"The request body is larger than {limit // 1024} KiB.")
+def _too_large() -> RequestTooLarge:
+    return RequestTooLarge(body_too_large_message())
 
 
 def _refuse_constant(name: str) -> None:

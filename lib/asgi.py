@@ -39,7 +39,8 @@ class BufferedWSGI:
         wsgi_app: WSGIApp,
         *,
         max_body_bytes: int,
-        refuse: Callable[[str, int, str, str], tuple[int, list[tuple[bytes, bytes]], bytes]],
+        # (path, status) -> (status, headers, body): the answer to a refused request.
+        refuse: Callable[[str, int], tuple[int, list[tuple[bytes, bytes]], bytes]],
         threads: int = WSGI_THREADS,
     ) -> None:
         self.wsgi_app = wsgi_app
@@ -56,15 +57,15 @@ class BufferedWSGI:
         path = scope.get("raw_path") or scope["path"].encode()
         query = scope.get("query_string", b"")
         if len(path) + len(query) > MAX_URL_BYTES:
-            await self._refuse(send, scope, 414, "url_too_long", _url_message())
+            await self._refuse(send, scope, 414)
             return
         declared = _declared_length(scope)
         if declared is not None and declared > self.max_body_bytes:
-            await self._refuse(send, scope, 413, "too_large", self._body_message())
+            await self._refuse(send, scope, 413)
             return
         body = await self._read_body(receive)
         if body is None:
-            await self._refuse(send, scope, 413, "too_large", self._body_message())
+            await self._refuse(send, scope, 413)
             return
         environ = _environ(scope, body)
         loop = asyncio.get_running_loop()
@@ -101,17 +102,10 @@ class BufferedWSGI:
             if not message.get("more_body", False):
                 return b"".join(parts)
 
-    def _body_message(self) -> str:
-        return f"The request body is larger than {self.max_body_bytes // 1024} KiB."
-
-    async def _refuse(self, send: Send, scope: Scope, status: int, code: str, text: str) -> None:
-        status, headers, body = self.refuse(scope["path"], status, code, text)
+    async def _refuse(self, send: Send, scope: Scope, status: int) -> None:
+        status, headers, body = self.refuse(scope["path"], status)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def _url_message() -> str:
-    return f"The URL is longer than {MAX_URL_BYTES} bytes."
 
 
 def _declared_length(scope: Scope) -> int | None:

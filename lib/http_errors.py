@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -33,6 +34,8 @@ from django.utils.csp import build_policy
 from django.utils.html import escape
 from psycopg import InterfaceError as PsycopgInterfaceError
 from psycopg import OperationalError as PsycopgOperationalError
+
+from lib.asgi import MAX_URL_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +64,9 @@ PAGES = {
 }
 
 
-def error_body(code: str, message: str) -> dict[str, dict[str, str | None]]:
-    """The API's error shape, as lib.api.error_body makes it. Not imported from there:
-    lib.api loads DRF, whose settings load lib.api, and this module may be imported first
-    (by config/asgi.py)."""
-    return {"error": {"code": code, "message": message, "field": None}}
+def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """The API's one error shape (lib/api.py answers with it too)."""
+    return {"error": {"code": code, "message": message, "field": field}}
 
 
 def is_api_path(path: str) -> bool:
@@ -74,6 +75,17 @@ def is_api_path(path: str) -> bool:
 
 def body_too_large_message() -> str:
     return f"The request body is larger than {settings.MNEMO_API_MAX_BODY_BYTES // 1024} KiB."
+
+
+def url_too_long_message() -> str:
+    return f"The URL is longer than {MAX_URL_BYTES} bytes."
+
+
+# What lib/asgi.py refuses before Django, by status: (code, message).
+REFUSALS: dict[int, tuple[str, Callable[[], str]]] = {
+    413: ("too_large", body_too_large_message),
+    414: ("url_too_long", url_too_long_message),
+}
 
 
 def render_error_page(status: int, message: str) -> str:
@@ -114,8 +126,10 @@ def error_answer(
     return response
 
 
-def refusal(path: str, status: int, code: str, message: str) -> tuple[int, list, bytes]:
+def refusal(path: str, status: int) -> tuple[int, list, bytes]:
     """(status, ASGI headers, body) for a request refused at the door, before Django."""
+    code, message_for = REFUSALS[status]
+    message = message_for()
     if is_api_path(path):
         body = json.dumps(error_body(code, message)).encode()
         return status, [(b"content-type", b"application/json")], body

@@ -474,9 +474,7 @@ def test_bad_request_with_request_data_too_big_is_json_413_on_the_api():
 
 def test_refusal_is_a_styled_page_off_the_api_and_json_on_it_without_the_database():
     # No django_db mark: any database query here would fail the test.
-    status, headers, body = http_errors.refusal(
-        "/documents/", 414, "url_too_long", "The URL is longer than 8192 bytes."
-    )
+    status, headers, body = http_errors.refusal("/documents/", 414)
     html = body.decode()
 
     assert status == 414
@@ -487,9 +485,7 @@ def test_refusal_is_a_styled_page_off_the_api_and_json_on_it_without_the_databas
     assert "The URL is longer than 8192 bytes." in html
 
     for where in ("/api/v1/tools/memory_write", "/mcp"):
-        status, headers, body = http_errors.refusal(
-            where, 413, "too_large", "The request body is larger than 4096 KiB."
-        )
+        status, headers, body = http_errors.refusal(where, 413)
         assert status == 413
         assert headers == [(b"content-type", b"application/json")]
         assert json.loads(body) == {
