@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import percentile, print_machine, verdict  # noqa: E402
-from lib.stack import Layout, connect, program_info  # noqa: E402
+from lib.stack import Layout, connect, program_info, stack_environment  # noqa: E402
 
 BURST_WRITES = 400
 BURST_CLIENTS = 8
@@ -65,17 +65,7 @@ class Stack:
         self.base = f"http://127.0.0.1:{port}"
         self.layout = Layout(data_dir)
         self.log_path = data_dir.parent / "stack.log"
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DATABASE_", "CELERY_", "CACHE_", "DJANGO_"))
-            and k != "MNEMO_EMBEDDED_THROWAWAY"
-        } | {
-            "MNEMO_DATA_DIR": str(data_dir),
-            "MNEMO_PORT": str(port),
-            "MNEMO_HOST": "127.0.0.1",
-            "MNEMO_API_RATE": "1000000/s",
-        }
+        self.env = stack_environment(data_dir, port, MNEMO_API_RATE="1000000/s")
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:

@@ -85,6 +85,24 @@ def data_dir_from_environment() -> Path:
     return Path(os.environ.get("MNEMO_DATA_DIR") or ROOT / ".data").resolve()
 
 
+def stack_environment(data_dir: Path, port: int, **overrides: str) -> dict[str, str]:
+    """This process's environment for a stack on `data_dir` and `port` on 127.0.0.1 (the
+    stack tests and the soak benchmark), less what would point it elsewhere: a
+    DATABASE_URL, broker, cache or settings module of the caller's own."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("DATABASE_", "CELERY_", "CACHE_", "DJANGO_"))
+        and name != "MNEMO_EMBEDDED_THROWAWAY"
+    }
+    return env | {
+        "MNEMO_DATA_DIR": str(data_dir),
+        "MNEMO_HOST": "127.0.0.1",
+        "MNEMO_PORT": str(port),
+        **overrides,
+    }
+
+
 def read_stack(data_dir: Path) -> dict | None:
     """The running stack's description, or None when no live supervisor owns this data dir."""
     path = Layout(data_dir).stack_file

@@ -26,10 +26,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lib.stack import Layout, connect, program_info, read_stack
+from lib.stack import Layout, connect, program_info, read_stack, stack_environment
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 API_RATE_PER_MINUTE = 300
 
 
@@ -69,22 +68,13 @@ class Stack:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DATABASE_", "CELERY_", "CACHE_", "DJANGO_", "OPENAI_"))
-            and k != "MNEMO_EMBEDDED_THROWAWAY"
-        }
-        self.env = env | {
-            "MNEMO_DATA_DIR": str(data_dir),
-            "MNEMO_HOST": "127.0.0.1",
-            "MNEMO_PORT": str(self.port),
-            "WEB_CONCURRENCY": "2",
-            "CELERY_CONCURRENCY": "1",
-            "MNEMO_EMBEDDING_PROVIDER": "local",
-            "MNEMO_API_RATE": f"{API_RATE_PER_MINUTE}/min",
-            "PATH": f"{BIN}{os.pathsep}{env['PATH']}",
-        }
+        self.env = stack_environment(
+            data_dir,
+            self.port,
+            WEB_CONCURRENCY="2",
+            MNEMO_EMBEDDING_PROVIDER="local",
+            MNEMO_API_RATE=f"{API_RATE_PER_MINUTE}/min",
+        )
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
