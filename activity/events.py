@@ -19,14 +19,22 @@ def _record(
     )
 
 
-def memory_written(
-    *, user: AbstractBaseUser, actor: Actor, key: str, action: str, source: str, history_id: int
+def memory_written_event(
+    *,
+    user: AbstractBaseUser,
+    actor: Actor,
+    key: str,
+    action: str,
+    source: str,
+    history_id: int | None,
 ) -> ActivityEvent:
-    return _record(
-        EventType.MEMORY_WRITTEN,
+    """The memory_written row, unsaved: memory/services.py inserts it in the same statement
+    as the memory and its history row, which fills in history_id."""
+    return ActivityEvent(
+        event_type=EventType.MEMORY_WRITTEN,
         user=user,
-        actor=actor,
         payload={"key": key, "action": action, "source": source, "history_id": history_id},
+        **actor.as_fields(),
     )
 
 

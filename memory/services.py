@@ -18,14 +18,14 @@ from django.utils import timezone
 
 from activity import events
 from activity.actors import Actor, ActorKind
-from activity.models import ActivityEvent, EventType
+from activity.models import ActivityEvent
 from lib.errors import InvalidInput, MemoryPaused, NotFound
 from lib.search_fields import SEARCH_COLUMNS
 from memory.keys import KeyFamily, parse_key
 from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
 from profiles.models import Profile
 from profiles.services import MEMORY_PAUSED_MESSAGE
-from search.indexing import schedule_memory_embedding
+from search.indexing import request_embedding
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -236,16 +236,13 @@ def _write_once(
         after=memory.snapshot(),
         **actor.as_fields(),
     )
-    # The row events.memory_written() writes, with history_id filled in by the statement.
-    event = ActivityEvent(
-        event_type=EventType.MEMORY_WRITTEN,
-        user=user,
-        payload={"key": key, "action": action, "source": memory.source, "history_id": None},
-        **actor.as_fields(),
+    # history_id is filled in by the statement that inserts the history row.
+    event = events.memory_written_event(
+        user=user, actor=actor, key=key, action=action, source=memory.source, history_id=None
     )
     _write_rows(memory, changed, history, event)
     if before is None or before["value"] != memory.value:
-        schedule_memory_embedding(memory)
+        request_embedding()
     return MemoryWrite(memory=memory, created=created, history=history)
 
 

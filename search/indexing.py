@@ -1,6 +1,6 @@
 """Keeping the search index in step with writes: chunks at once, vectors after commit.
 
-The write services call `rechunk_document` / `schedule_memory_embedding` inside their
+The write services call `rechunk_document` / `request_embedding` inside their
 transaction. Chunk rows (and their full-text vectors, a generated column) change in that
 same transaction, so keyword search sees a write as soon as it commits. A row that needs
 a vector says so itself (its `embedding` is NULL, or made by another model), so the
@@ -78,10 +78,6 @@ def rechunk_document(document: Document, *, new: bool = False) -> None:
         document.chunks.filter(ordinal__gte=len(texts)).delete()
     if texts:
         request_embedding()
-
-
-def schedule_memory_embedding(memory: Memory) -> None:
-    request_embedding()
 
 
 # The flag says "rows are waiting and a task was sent for them"; the lease says "a task
