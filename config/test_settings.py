@@ -28,3 +28,9 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - quiets WhiteNoise
 # that run a real worker give it a real broker), counters to a per-process cache.
 CELERY_BROKER_URL = "memory://"
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# The suite embeds with WordLlama (~170,000 words/s; e5 makes ~56 short texts/s) unless a
+# test picks another provider; tests/search/test_e5.py runs the e5 model itself, and
+# tests/search/test_embeddings.py checks the defaults outside the tests (e5 for memories).
+MNEMO_EMBEDDING_PROVIDER = "wordllama"
+MNEMO_DOCUMENT_EMBEDDING_PROVIDER = "auto"  # wordllama, or openai when memories use openai

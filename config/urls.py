@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csp import csp_override
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from context.search_views import search_page
 from lib.tool_manifest import api_not_found
 
 # Swagger UI loads its start-up script from the same URL (?script), so scripts stay 'self'
@@ -27,7 +28,7 @@ urlpatterns = [
     path("activity/", include("activity.urls")),
     path("work/", include("work.urls")),
     path("documents/", include("context.urls")),
-    path("search/", include("search.urls")),
+    path("search/", search_page, name="search"),
     path("", include("profiles.urls")),
 ]
 

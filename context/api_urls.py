@@ -12,5 +12,6 @@ urlpatterns = [
     path(
         "tools/append_agent_memory", apis.AgentMemoryAppendApi.as_view(), name="append_agent_memory"
     ),
+    path("tools/memory_search", apis.MemorySearchApi.as_view(), name="memory_search"),
     path("tools/agent_memory_get", apis.AgentMemoryGetApi.as_view(), name="agent_memory_get"),
 ]

@@ -1,4 +1,5 @@
-"""The agent API for documents: the workspace tools, for agent tokens and system tokens.
+"""The agent API for documents: the workspace tools and memory_search (the documents'
+search), for agent tokens and system tokens.
 
 Which scope a path names is context/workspace.py's rule; the views only validate,
 call it, and answer in the API's shapes.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import serializers
@@ -16,6 +18,7 @@ from rest_framework.response import Response
 
 from context import services
 from context.paths import MAX_PATH_LENGTH, normalize_folder
+from context.search import search_documents
 from context.workspace import (
     Caller,
     shown_path,
@@ -29,6 +32,14 @@ from context.workspace import (
 from lib.api import TextField, ToolInput, WholeNumberField, error_response, error_responses
 from lib.tool_api import ToolApi
 from profiles.models import SystemToken
+from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
+from search.serializers import (
+    ScorePartsMixin,
+    bold_snippet,
+    limit_field,
+    query_field,
+    score_parts,
+)
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
@@ -402,3 +413,75 @@ class AgentMemoryGetApi(ToolApi):
             "updated_at": document.updated_at if document else None,
         }
         return Response(AgentMemorySerializer(body).data)
+
+
+# --- the search tool over documents: memory_search -------------------------------------------
+
+
+class MemorySearchInput(ToolInput):
+    query = query_field()
+    limit = limit_field()
+    path_prefix = TextField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=512,
+        help_text="Only documents whose path starts with this, e.g. daily/ or projects/alpha/.",
+    )
+
+
+class DocumentHitSerializer(ScorePartsMixin):
+    path = serializers.CharField()
+    scope = serializers.ChoiceField(choices=SCOPES)
+    chunk = serializers.IntegerField(help_text="Which part of the document (0 is the first).")
+    snippet = serializers.CharField(help_text="The matching passage; matched words in **bold**.")
+
+
+class DocumentHitsSerializer(serializers.Serializer):
+    results = DocumentHitSerializer(many=True)
+
+
+class MemorySearchApi(ToolApi):
+    permission_classes = [IsAuthenticated]  # system tokens search the global documents
+
+    @extend_schema(
+        operation_id="memory_search",
+        tags=[SEARCH_TOOL_TAG],
+        summary="Search the documents",
+        description="Find passages in documents by words and by meaning: the user's "
+        "documents, your own private notes, and the company's when the operator shares "
+        "them. One result per document, its best passage with the matched words in bold.",
+        request=MemorySearchInput,
+        responses={200: DocumentHitsSerializer, **error_responses(400, 401, 413, 429)},
+        examples=[
+            OpenApiExample(
+                "Find",
+                value={"query": "launch plan", "path_prefix": "projects/"},
+                request_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.validated(MemorySearchInput)
+        if isinstance(request.auth, SystemToken):
+            caller = Caller.system()
+            hits = search_documents(user=None, **data)
+        else:
+            caller = Caller.for_agent(request.auth.agent)
+            hits = search_documents(
+                user=request.user,
+                agent=caller.agent,
+                include_global=settings.MNEMO_GLOBAL_READABLE,
+                **data,
+            )
+        results = [
+            {
+                "path": shown_path(caller, hit.chunk.document),
+                "scope": hit.scope,
+                "chunk": hit.chunk.ordinal,
+                "snippet": bold_snippet(hit.snippet),
+                **score_parts(hit.ranks, hit.score, hit.freshness),
+            }
+            for hit in hits
+        ]
+        return Response(DocumentHitsSerializer({"results": results}).data)

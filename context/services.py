@@ -19,12 +19,13 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from activity import events
-from context.models import Document, DocumentVersion, VersionAction
+from context.models import Document, DocumentChunk, DocumentVersion, VersionAction
 from context.paths import InvalidPath, normalize_folder, normalize_path
 from lib.errors import Conflict, InvalidInput, NotFound
 from memory.models import Memory
 from profiles.services import agent_check_owner, check_agents_may_write
-from search.indexing import rechunk_document
+from search.chunking import split_into_chunks
+from search.indexing import request_embedding
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -420,7 +421,7 @@ def _clean_content(content: object) -> str:
 def _record(
     document: Document, *, action: VersionAction, actor: Actor, new: bool
 ) -> DocumentVersion:
-    rechunk_document(document, new=new)
+    _rechunk(document, new=new)
     version = DocumentVersion.objects.create(
         document=document,
         user_id=document.user_id,
@@ -441,3 +442,38 @@ def _record(
         version_id=version.pk,
     )
     return version
+
+
+def _rechunk(document: Document, *, new: bool = False) -> None:
+    """Make the document's chunk rows (what search reads) match its body, in the write's
+    transaction, so keyword search sees the write when it commits; unchanged chunks keep
+    their vectors, and the new or changed ones are embedded after commit. A new document
+    (just created in this transaction) has no chunks to compare with."""
+    texts = split_into_chunks(document.body)
+    existing = {} if new else {chunk.ordinal: chunk for chunk in document.chunks.all()}
+    added = []
+    for ordinal, text in enumerate(texts):
+        chunk = existing.get(ordinal)
+        if chunk is None:
+            added.append(
+                DocumentChunk(
+                    document=document,
+                    user_id=document.user_id,
+                    agent_id=document.agent_id,
+                    ordinal=ordinal,
+                    text=text,
+                )
+            )
+        elif chunk.text != text:
+            chunk.text, chunk.embedding, chunk.embedding_model, chunk.embedded_hash = (
+                text,
+                None,
+                "",
+                "",
+            )
+            chunk.save(update_fields=["text", "embedding", "embedding_model", "embedded_hash"])
+    DocumentChunk.objects.bulk_create(added)
+    if len(existing) > len(texts):
+        document.chunks.filter(ordinal__gte=len(texts)).delete()
+    if texts:
+        request_embedding()

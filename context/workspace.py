@@ -13,7 +13,8 @@ A caller is an agent token (one agent of one user) or a system token (no user).
   company document is never changed by an agent; writing at its path gives the user their
   own document, which from then on is read instead (the response's scope says which).
 
-Writes still go through context/services.py; this module only picks the scope.
+Writes still go through context/services.py; this module only picks the scope, for
+reads, writes and searches (context/search.py) alike.
 """
 
 from __future__ import annotations
@@ -64,6 +65,45 @@ def shared_global_documents(path_field: str = "path") -> Q:
 def private_folder(agent: Agent) -> str:
     """`agents/<name>/`, where an agent finds its private documents."""
     return f"{AGENTS_FOLDER}/{agent.name}/"
+
+
+def readable_scope(
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    all_agents: bool = False,
+    include_global: bool = False,
+    path_field: str = "path",
+) -> Q:
+    """What a caller may read, as a filter on a model with user and agent columns and the
+    document's path at `path_field`: with no user (a system token) the global scope only;
+    otherwise the user's own documents, the agent's private ones (every agent's with
+    all_agents: the user's own view), and with include_global the shared global ones."""
+    if user is None:
+        return Q(user__isnull=True, agent__isnull=True)
+    scope = Q(user=user, agent__isnull=True)
+    if all_agents:
+        scope |= Q(user=user, agent__isnull=False)
+    elif agent is not None:
+        scope |= Q(user=user, agent=agent)
+    if include_global:
+        # Identity files and agents' notes are read from the user's own scope only.
+        scope |= shared_global_documents(path_field=path_field)
+    return scope
+
+
+def under_prefix(prefix: str, agent: Agent | None, *, path_field: str = "path") -> Q:
+    """Documents whose path, as the agent names it, starts with prefix: its private
+    documents are named under its folder agents/<name>/ (shown_path)."""
+    shared = Q(agent__isnull=True, **{f"{path_field}__startswith": prefix})
+    if agent is None:
+        return shared
+    folder = private_folder(agent)
+    if folder.startswith(prefix):
+        return shared | Q(agent=agent)
+    if prefix.startswith(folder):
+        return shared | Q(agent=agent, **{f"{path_field}__startswith": prefix.removeprefix(folder)})
+    return shared
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ SEARCH_COLUMNS = ("embedding", "search_vector")
 
 class WithoutSearchColumnsManager(models.Manager):
     """Rows without their vector and tsvector: pages and the API never need them, and
-    parsing hundreds of vectors would slow every list (search/services.py asks for them)."""
+    parsing hundreds of vectors would slow every list (search/ranking.py asks for them)."""
 
     def get_queryset(self) -> models.QuerySet:
         return super().get_queryset().defer(*SEARCH_COLUMNS)
@@ -20,7 +20,7 @@ class WithoutSearchColumnsManager(models.Manager):
 
 class EmbeddingFields(models.Model):
     # No fixed dimension: vectors are compared only with vectors of the same model
-    # (embedding_model), and the vector side scans one user's rows exactly (search/services.py).
+    # (embedding_model), and the vector side scans one user's rows exactly (search/ranking.py).
     embedding = VectorField(null=True, blank=True, editable=False)
     embedding_model = models.CharField(max_length=120, blank=True, editable=False)
     embedded_hash = models.CharField(

@@ -8,5 +8,7 @@ urlpatterns = [
     path("tools/delete_memory", apis.MemoryDeleteApi.as_view(), name="delete_memory"),
     path("tools/get_memory", apis.MemoryGetApi.as_view(), name="get_memory"),
     path("tools/list_memories", apis.MemoryListApi.as_view(), name="list_memories"),
+    path("tools/search_memory", apis.SearchMemoryApi.as_view(), name="search_memory"),
+    path("tools/promote_memory", apis.PromoteMemoryApi.as_view(), name="promote_memory"),
     path("working-memory", apis.WorkingMemoryApi.as_view(), name="working_memory"),
 ]

@@ -1,4 +1,5 @@
-"""The agent API for memory: one POST endpoint per tool, and the working-memory render.
+"""The agent API for memory: one POST endpoint per tool (search_memory and promote_memory
+included), and the working-memory render.
 
 Each view validates its JSON body with a strict serializer, calls one service or
 selector, and answers with an output serializer. Errors take lib/api.py's one shape.
@@ -11,6 +12,7 @@ import binascii
 import time
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -38,10 +40,19 @@ from lib.tool_api import ToolApi
 from memory import selectors, services
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
 from memory.models import MAX_VALUE_LENGTH, Memory, Source
+from memory.search import search_memory
 from memory.services import MAX_TAGS, TAG_PATTERN
 from memory.working_memory import EMPTY, OVER_BUDGET, WorkingMemory, build_working_memory
 from profiles.authentication import request_profile
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
+from search.ranking import USES_AT_FULL_NUDGE
+from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
+from search.serializers import (
+    ScorePartsMixin,
+    limit_field,
+    query_field,
+    score_parts,
+)
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
@@ -471,3 +482,88 @@ class WorkingMemoryApi(APIView):
             response["X-Mnemo-Token-Counter"] = block.counter
         response["Server-Timing"] = timing
         return response
+
+
+# --- the search tools over memories: search_memory and promote_memory ------------------------
+
+
+class SearchMemoryInput(ToolInput):
+    query = query_field()
+    limit = limit_field()
+    kind = serializers.ChoiceField(
+        choices=selectors.KINDS, required=False, help_text="Only this kind of memory."
+    )
+    tags = TextListField(
+        child=TextField(max_length=40, allow_blank=False),
+        max_length=MAX_TAGS,
+        required=False,
+        help_text="Only memories carrying all of these tags.",
+    )
+
+
+class PromoteInput(ToolInput):
+    key = MemoryKeyField()
+
+
+class MemoryHitSerializer(ScorePartsMixin):
+    memory = MemorySerializer()
+    use_boost = serializers.FloatField(
+        help_text=f"Use, from 1 up to {1 + settings.MNEMO_SEARCH_USE_NUDGE:g}: grows with "
+        f"log(1 + access_count), full at {USES_AT_FULL_NUDGE} uses."
+    )
+
+
+class MemoryHitsSerializer(serializers.Serializer):
+    results = MemoryHitSerializer(many=True)
+
+
+class SearchMemoryApi(ToolApi):
+    @extend_schema(
+        operation_id="search_memory",
+        tags=[SEARCH_TOOL_TAG],
+        summary="Search the user's memories",
+        description="Find memories by words and by meaning (hybrid search), fresher and "
+        "more used ones first. Each result carries its score and the parts of it. "
+        "Results count as a use.",
+        request=SearchMemoryInput,
+        responses={200: MemoryHitsSerializer, **error_responses(400, 401, 403, 413, 429)},
+        examples=[
+            OpenApiExample(
+                "Ask", value={"query": "how does the user like reports?"}, request_only=True
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.validated(SearchMemoryInput)
+        hits = search_memory(user=request.user, **data)
+        results = [
+            {
+                "memory": hit.memory,
+                "use_boost": hit.use_factor,
+                **score_parts(hit.ranks, hit.score, hit.freshness),
+            }
+            for hit in hits
+        ]
+        return Response(MemoryHitsSerializer({"results": results}).data)
+
+
+class PromoteMemoryApi(ToolApi):
+    @extend_schema(
+        operation_id="promote_memory",
+        tags=[SEARCH_TOOL_TAG],
+        summary="Pin a memory",
+        description="Pin the memory with this key, so it comes first in the working memory "
+        "(after the profile and styles). 404 if there is none.",
+        request=PromoteInput,
+        responses={
+            200: MemoryResultSerializer,
+            **error_responses(400, 401, 403, 404, 409, 413, 429),
+        },
+        examples=[
+            OpenApiExample("Pin", value={"key": "preference:report-format"}, request_only=True),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        key = self.validated(PromoteInput)["key"]
+        write = services.memory_update(user=request.user, key=key, pinned=True, actor=self.actor())
+        return Response(MemoryResultSerializer({"memory": write.memory}).data)

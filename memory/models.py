@@ -1,8 +1,8 @@
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import Func, Q
 from django.db.models.functions import Length
 from django.db.models.lookups import Range
 
@@ -35,8 +35,17 @@ class Memory(EmbeddingFields):
     last_accessed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The words of the key and the tags (weight A) and of the value (weight D): a tag or
+    # a key word matches like a word of the text, and counts more (search/ranking.py).
+    # The function is SQL in memory/migrations/0005_search_key_and_tags.py.
     search_vector = models.GeneratedField(
-        expression=SearchVector("value", config="english"),
+        expression=Func(
+            "key",
+            "tags",
+            "value",
+            function="mnemo_memory_tsvector",
+            output_field=SearchVectorField(),
+        ),
         output_field=SearchVectorField(),
         db_persist=True,
     )

@@ -1,11 +1,11 @@
 from django.contrib import admin
 
-from activity.admin import AppendOnlyAdmin
+from lib.admin import ReadOnlyAdmin
 from search.models import SearchLog
 
 
 @admin.register(SearchLog)
-class SearchLogAdmin(AppendOnlyAdmin):
+class SearchLogAdmin(ReadOnlyAdmin):
     """One row per search: which tool, how many results, how long it took (no query text)."""
 
     list_display = ("user", "tool", "results", "latency_ms", "created_at")

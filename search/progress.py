@@ -7,14 +7,8 @@ from typing import TYPE_CHECKING, TextIO
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
 from search.embeddings import EmbeddingError, get_embedder
-from search.indexing import (
-    EMBED_BATCH,
-    EmbeddingFailure,
-    chunks_needing_vectors,
-    embed_chunks,
-    embed_memories,
-    memories_needing_vectors,
-)
+from search.indexing import EMBED_BATCH, EmbeddingFailure, embed_rows, rows_needing_vectors
+from search.registry import SearchSource, sources
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,33 +19,36 @@ BAR_WIDTH = 30
 
 
 def embed_outdated(
-    embedder: Embedder, *, out: TextIO | None = None, failures: list[EmbeddingFailure]
+    embedders: dict[str, Embedder],
+    *,
+    out: TextIO | None = None,
+    failures: list[EmbeddingFailure],
 ) -> dict[str, int]:
-    """Embed, batch by batch in id order, every row without a current vector.
+    """Embed, source by source and batch by batch in id order, every row without a
+    current vector; return how many of each source (by name). `embedders` maps each
+    source's name to its embedder.
 
     Each batch commits on its own, so an interruption loses at most one batch and the
     next run starts with what is still outdated. Rows the provider refuses are skipped
     and added to failures; the run goes on past them.
     """
     done = {}
-    for name, pending, embed in (
-        ("memories", memories_needing_vectors, embed_memories),
-        ("chunks", chunks_needing_vectors, embed_chunks),
-    ):
-        total = pending(embedder.model).count()
-        done[name] = 0
+    for source in sources():
+        embedder = embedders[source.name]
+        total = rows_needing_vectors(source, embedder.model).count()
+        done[source.name] = 0
         last_id = 0
-        _show(out, name, 0, total)
+        _show(out, source.label, 0, total)
         try:
             while True:
-                batch = pending(embedder.model).filter(pk__gt=last_id).order_by("pk")
+                pending = rows_needing_vectors(source, embedder.model)
+                batch = pending.filter(pk__gt=last_id).order_by("pk")
                 ids = list(batch.values_list("pk", flat=True)[:EMBED_BATCH])
                 if not ids:
                     break
                 last_id = ids[-1]
-                rows = pending(embedder.model).filter(pk__in=ids)
-                done[name] += embed(rows, embedder, failures)
-                _show(out, name, min(done[name], total), total)
+                done[source.name] += embed_rows(pending.filter(pk__in=ids), embedder, failures)
+                _show(out, source.label, min(done[source.name], total), total)
         finally:  # end the bar's line, also when a batch fails
             if out is not None and total:
                 _write(out, "\n")
@@ -93,26 +90,38 @@ def run_embedding_command(
     quiet: bool,
     done_verb: str,
     to_continue: str,
-    prepare: Callable[[Embedder], None] | None = None,
+    prepare: Callable[[SearchSource, Embedder], None] | None = None,
 ) -> None:
-    """What backfill_embeddings and reindex do: embed_outdated with the configured model,
-    a bar on stderr unless quiet, a summary on stdout, errors as CommandError."""
+    """What backfill_embeddings and reindex do: embed_outdated with each source's
+    configured model, a bar on stderr unless quiet, a summary on stdout, errors as
+    CommandError. `prepare` runs first, once per source."""
     try:
-        embedder = get_embedder()
+        embedders = {source.name: get_embedder(source.embedder_role) for source in sources()}
     except EmbeddingError as error:  # bad configuration
         raise CommandError(str(error)) from error
     if prepare is not None:
-        prepare(embedder)
+        for source in sources():
+            prepare(source, embedders[source.name])
     failures: list[EmbeddingFailure] = []
     try:
-        done = embed_outdated(embedder, out=None if quiet else command.stderr, failures=failures)
+        done = embed_outdated(embedders, out=None if quiet else command.stderr, failures=failures)
     except EmbeddingError as error:  # e.g. the provider went down partway
         raise CommandError(
             f"{error}\nThe batches {done_verb.lower()} so far are kept; {to_continue}"
         ) from error
-    command.stdout.write(
-        f"{done_verb} {done['memories']} memories and {done['chunks']} document chunks "
-        f"with {embedder.model}."
-    )
+    command.stdout.write(f"{done_verb} {_summary(done, embedders)}.")
     if failures:
         raise CommandError(failures_report(failures))
+
+
+def _summary(done: dict[str, int], embedders: dict[str, Embedder]) -> str:
+    """ "7 memories and 2 document chunks with <model>"; each source names its own model
+    when they differ."""
+    models = {embedder.model for embedder in embedders.values()}
+    parts = [
+        f"{done[source.name]} {source.plural}"
+        + ("" if len(models) == 1 else f" with {embedders[source.name].model}")
+        for source in sources()
+    ]
+    summary = " and ".join(parts)
+    return f"{summary} with {models.pop()}" if len(models) == 1 else summary

@@ -12,7 +12,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 
 from search import indexing
-from search.embeddings import EmbeddingUnavailable, get_embedder
+from search.embeddings import EmbeddingUnavailable
 
 # A provider that is down or rate-limiting: try again later, backing off. Meanwhile the
 # rows are found by keywords, and the periodic run tries again every minute regardless.
@@ -27,7 +27,7 @@ RETRY = {
 
 @shared_task(**RETRY)
 def embed_pending() -> int:
-    return indexing.embed_pending(get_embedder())
+    return indexing.embed_pending()  # each source by its own role's embedder
 
 
 @worker_ready.connect

@@ -12,11 +12,11 @@ from context.services import document_write
 from lib.errors import InvalidInput
 from memory.keys import parse_key
 from memory.models import Memory, MemoryHistory
+from memory.search import search_memory
 from memory.services import memory_upsert
 from profiles.models import AgentToken, SystemToken
 from profiles.services import hash_token, profile_for_user, system_token_create, token_create
 from search.models import SearchLog
-from search.services import search_memory
 from work.models import WorkItem
 from work.services import work_create
 

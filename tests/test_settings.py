@@ -19,6 +19,28 @@ def test_valid_values_are_read(tmp_path):
     assert result.stdout.split() == ["True", "5"]
 
 
+def test_the_search_nudges_are_read(tmp_path):
+    names = [
+        "MNEMO_SEARCH_USE_NUDGE",
+        "MNEMO_SEARCH_AGE_NUDGE",
+        "MNEMO_SEARCH_AGE_HALF_LIFE_DAYS",
+    ]
+    defaults = load_settings(tmp_path, names, drop=("MNEMO_SEARCH_",))
+    assert defaults.returncode == 0, defaults.stderr
+    assert defaults.stdout.split() == ["0.05", "0.05", "180"]
+
+    result = load_settings(
+        tmp_path,
+        names,
+        drop=("MNEMO_SEARCH_",),
+        MNEMO_SEARCH_USE_NUDGE="0.1",
+        MNEMO_SEARCH_AGE_NUDGE="0",
+        MNEMO_SEARCH_AGE_HALF_LIFE_DAYS="30",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0.1", "0.0", "30"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -30,6 +52,13 @@ def test_valid_values_are_read(tmp_path):
         ({"MNEMO_API_RATE": "fast"}, "MNEMO_API_RATE='fast' is not a rate"),
         ({"MNEMO_API_RATE": "0/min"}, "MNEMO_API_RATE='0/min' is not a rate"),
         ({"MNEMO_API_RATE": "10/week"}, "MNEMO_API_RATE='10/week' is not a rate"),
+        ({"MNEMO_SEARCH_USE_NUDGE": "0.2"}, "MNEMO_SEARCH_USE_NUDGE='0.2' must be from 0 to 0.1."),
+        ({"MNEMO_SEARCH_AGE_NUDGE": "-0.01"}, "MNEMO_SEARCH_AGE_NUDGE='-0.01' must be from 0 to"),
+        ({"MNEMO_SEARCH_AGE_NUDGE": "some"}, "MNEMO_SEARCH_AGE_NUDGE='some' is not a number."),
+        (
+            {"MNEMO_SEARCH_AGE_HALF_LIFE_DAYS": "0"},
+            "MNEMO_SEARCH_AGE_HALF_LIFE_DAYS=0 must be at least 1.",
+        ),
     ],
 )
 def test_bad_values_stop_the_process_with_a_message(tmp_path, overrides, message):

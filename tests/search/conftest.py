@@ -33,11 +33,10 @@ REPO = Path(__file__).resolve().parents[2]
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
 OPENAI_MODEL_ID = "openai:text-embedding-3-small:256"
 DOCUMENT_PATH = "projects/alpha/notes.md"
-# About 1,000 words: two chunks; the rare token is in the first, the first 680 words are in
-# the first chunk only, the last 200 in the second only.
+# About 300 words: two chunks (search/chunking.py); the rare token is in the first.
 DOCUMENT = "Supplier ZK-40417 confirmed the shipment schedule for project alpha. " + " ".join(
     f"Meeting {n} covered budgets, hiring, the launch plan and customer feedback."
-    for n in range(90)
+    for n in range(26)
 )
 WORKER_START_SECONDS = 60
 WORKERS = pytest.StashKey[list["Worker"]]()

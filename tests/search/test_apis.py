@@ -8,13 +8,9 @@ from memory.models import Memory
 from memory.services import memory_upsert
 from profiles.services import system_token_create, token_create
 from search.embeddings import get_embedder
-from search.indexing import (
-    chunks_needing_vectors,
-    embed_chunks,
-    embed_memories,
-    memories_needing_vectors,
-)
+from search.indexing import embed_rows, rows_needing_vectors
 from search.models import SearchLog
+from search.registry import sources
 from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
@@ -22,8 +18,8 @@ pytestmark = pytest.mark.django_db
 
 def index_everything():
     embedder = get_embedder()
-    embed_memories(memories_needing_vectors(embedder.model), embedder)
-    embed_chunks(chunks_needing_vectors(embedder.model), embedder)
+    for source in sources():
+        embed_rows(rows_needing_vectors(source, embedder.model), embedder)
 
 
 def error(response):

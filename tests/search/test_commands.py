@@ -14,13 +14,14 @@ from django.test.utils import CaptureQueriesContext
 
 from activity.actors import Actor
 from context.models import DocumentChunk
+from context.search import search_documents
 from context.services import document_delete, document_write
 from memory.models import Memory
+from memory.search import search_memory
 from memory.services import memory_delete, memory_upsert
 from search import indexing, progress
 from search.embeddings import get_embedder
-from search.indexing import memories_needing_vectors, text_hash
-from search.services import search_documents, search_memory
+from search.indexing import rows_needing_vectors, text_hash
 from search.tasks import embed_pending
 from tests.search.conftest import DOCUMENT, DOCUMENT_PATH, OPENAI_MODEL_ID, use_openai
 from tests.search.fake_openai import Reply, stored_vector
@@ -149,7 +150,7 @@ def test_a_value_changed_through_the_services_is_embedded_again(local_provider, 
     # The writes cleared the vectors they made stale, so backfill's query finds those rows.
     tea = Memory.objects.get(key="preference:tea")
     assert (tea.embedding, tea.embedding_model, tea.embedded_hash) == (None, "", "")
-    assert list(memories_needing_vectors(get_embedder().model)) == [tea]
+    assert list(rows_needing_vectors(Memory, get_embedder().model)) == [tea]
     assert [chunk.embedding is None for chunk in chunks()] == [False, True]
     out, _ = run("backfill_embeddings")
 
@@ -165,7 +166,7 @@ def test_a_value_changed_through_the_services_is_embedded_again(local_provider, 
 def test_a_value_changed_behind_the_services_back_is_left_alone(local_provider, alice):
     """backfill and the embedding task look for missing vectors and other models' vectors,
     not stale hashes: only a write through the services (which clears the vector) makes
-    them embed the row again; embed_memories, given the row, compares the hash."""
+    them embed the row again; embed_rows, given the row, compares the hash."""
     write_rows(alice)
     run("backfill_embeddings")
     tea = Memory.objects.get(key="preference:tea")
@@ -177,7 +178,7 @@ def test_a_value_changed_behind_the_services_back_is_left_alone(local_provider, 
     tea.refresh_from_db()
     assert tea.embedded_hash == text_hash(MEMORIES["preference:tea"])  # stale
 
-    assert indexing.embed_memories(Memory.objects.filter(pk=tea.pk), get_embedder()) == 1
+    assert indexing.embed_rows(Memory.objects.filter(pk=tea.pk), get_embedder()) == 1
     tea.refresh_from_db()
     assert_vectors([tea], get_embedder().embed(["Prefers black coffee now"]))
 
@@ -225,7 +226,7 @@ def test_a_task_embeds_the_rest_of_a_document_around_a_refused_chunk(
     local_provider, openai_server, alice, settings
 ):
     words = [f"word{n}" for n in range(3000)]
-    words[1000] = "REFUSE-ME"
+    words[200] = "REFUSE-ME"  # in the second chunk only
     document_write(user=alice, path="long.md", content=" ".join(words), actor=Actor.for_user(alice))
     use_openai(settings, openai_server)
     openai_server.refuse_containing = "REFUSE-ME"
@@ -384,7 +385,7 @@ def test_a_value_rewritten_while_it_is_embedded_keeps_no_stale_vector(local_prov
 
     embedder.embed = embed_while_the_user_rewrites_tea
     try:
-        stored = indexing.embed_memories(Memory.objects.filter(user=alice), embedder)
+        stored = indexing.embed_rows(Memory.objects.filter(user=alice), embedder)
     finally:
         del embedder.embed
 

@@ -1,23 +1,31 @@
-"""The embedding providers: WordLlama offline, and the openai client against a local server."""
+"""The embedding providers: WordLlama offline, the openai client against a local server, and
+choosing one per role (memories, documents). The e5 model itself: tests/search/test_e5.py."""
 
 import math
+import os
 import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from search import embeddings
 from search.embeddings import (
+    E5_MODEL_ID,
+    E5Embedder,
     EmbeddingError,
     EmbeddingUnavailable,
-    LocalEmbedder,
     OpenAIEmbedder,
+    WordLlamaEmbedder,
     get_embedder,
+    get_query_embedder,
+    provider_name,
     reset_embedder,
     sends_dimensions,
 )
 from tests.search.fake_openai import NATIVE_DIMENSIONS, FakeOpenAI, Reply, fake_vector
-from tests.settings_process import load_settings
+from tests.settings_process import ROOT, load_settings
 
 
 def unit(vector):
@@ -29,7 +37,7 @@ def cosine(a, b):
     return float(np.dot(a, b))
 
 
-# --- local: WordLlama ---------------------------------------------------------------------
+# --- wordllama ---------------------------------------------------------------------------
 
 
 class NetworkBlocked(OSError):
@@ -56,11 +64,11 @@ def no_network(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def local():
-    return LocalEmbedder()
+    return WordLlamaEmbedder()
 
 
-def test_the_local_model_loads_and_embeds_with_no_network(no_network, tmp_path):
-    embedder = LocalEmbedder()
+def test_wordllama_loads_and_embeds_with_no_network(no_network, tmp_path):
+    embedder = WordLlamaEmbedder()
 
     vectors = embedder.embed(["the cat sat on the mat", "quarterly revenue report"])
 
@@ -68,11 +76,18 @@ def test_the_local_model_loads_and_embeds_with_no_network(no_network, tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing downloaded into a home or HF cache
     assert embedder.model == "local:wordllama-l2-supercat-256"
     assert embedder.dimensions == 256
+    assert embedder.passage_words is None  # a mean over every token: no window
     assert [len(vector) for vector in vectors] == [256, 256]
 
 
+def test_wordllama_embeds_a_query_like_a_passage(local):
+    texts = ["the cat sat on the mat", "quarterly revenue report"]
+
+    assert local.embed_query(texts) == local.embed(texts)
+
+
 def test_wordllamas_own_loader_would_go_to_the_network(no_network, tmp_path):
-    """Why LocalEmbedder opens the files itself: WordLlama.load() looks for the tokenizer in
+    """Why WordLlamaEmbedder opens the files itself: WordLlama.load() looks for the tokenizer in
     wordllama/tokenizer/ (the wheel has wordllama/tokenizers/), then the cache, then
     downloads it from Hugging Face. If this starts failing, wordllama fixed its loader."""
     from wordllama import WordLlama
@@ -92,7 +107,7 @@ def test_local_vectors_are_unit_length_and_deterministic(local):
 
     first = local.embed(texts)
     again = local.embed(list(reversed(texts)))[::-1]
-    fresh = LocalEmbedder().embed(texts)
+    fresh = WordLlamaEmbedder().embed(texts)
 
     assert first == again == fresh
     for vector in first:
@@ -151,10 +166,10 @@ def test_local_order_and_batches_do_not_change_vectors(local):
 
 
 def test_the_word_memo_stays_within_its_limit(monkeypatch):
-    embedder = LocalEmbedder()
+    embedder = WordLlamaEmbedder()
     monkeypatch.setattr(embeddings, "WORD_MEMO_LIMIT", 5)
     texts = ["one two three four", "five six seven eight nine ten", "one two"]
-    expected = LocalEmbedder().embed(texts)
+    expected = WordLlamaEmbedder().embed(texts)
 
     assert [embedder.embed([text])[0] for text in texts] == expected
     assert len(embedder._memo) <= 5
@@ -285,6 +300,14 @@ def test_batches_keep_the_order_even_when_the_server_shuffles(server, make_embed
         texts[6:8],
     ]
     assert_vectors(vectors, texts)
+
+
+def test_a_query_is_embedded_like_a_passage(server, make_embedder):
+    embedder = make_embedder()
+
+    assert embedder.embed_query(["a question"]) == embedder.embed(["a question"])
+    assert [request.json["input"] for request in server.requests] == [["a question"]] * 2
+    assert embedder.passage_words is None
 
 
 def test_no_texts_no_request(server, make_embedder):
@@ -459,6 +482,7 @@ def test_an_api_key_is_required():
 @pytest.fixture
 def embedding_settings(settings):
     settings.MNEMO_EMBEDDING_PROVIDER = "auto"
+    settings.MNEMO_DOCUMENT_EMBEDDING_PROVIDER = "auto"
     settings.OPENAI_API_KEY = ""
     settings.OPENAI_BASE_URL = ""
     settings.MNEMO_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -474,12 +498,18 @@ def embedding_settings(settings):
     reset_embedder()
 
 
-def test_auto_without_a_key_is_local(embedding_settings):
-    embedder = get_embedder()
+def test_auto_without_a_key_is_e5_for_memories_and_wordllama_for_documents(embedding_settings):
+    memories, documents = get_embedder(), get_embedder("documents")
 
-    assert isinstance(embedder, LocalEmbedder)
-    assert embedder.model == "local:wordllama-l2-supercat-256"
-    assert get_embedder() is embedder
+    assert isinstance(memories, E5Embedder)
+    assert memories.model == E5_MODEL_ID
+    assert get_embedder("memories") is memories
+    assert isinstance(documents, WordLlamaEmbedder)
+    assert documents.model == "local:wordllama-l2-supercat-256"
+    assert get_embedder("documents") is documents
+    # A search embeds its query with the same local model (its embed_query).
+    assert get_query_embedder() is memories
+    assert get_query_embedder("documents") is documents
 
 
 def test_auto_with_a_key_is_openai(embedding_settings, server):
@@ -493,6 +523,7 @@ def test_auto_with_a_key_is_openai(embedding_settings, server):
 
     assert isinstance(embedder, OpenAIEmbedder)
     assert embedder.model == "openai:text-embedding-3-small:256"
+    assert get_embedder("documents") is embedder  # documents follow an openai provider
     assert_vectors(vectors, ["one", "two", "three"])
     assert [request.json["input"] for request in server.requests] == [
         ["one", "two"],
@@ -503,11 +534,57 @@ def test_auto_with_a_key_is_openai(embedding_settings, server):
     assert server.requests[0].json["dimensions"] == 256
 
 
-def test_local_can_be_chosen_even_with_a_key(embedding_settings):
+def test_the_openai_query_embedder_tries_once(embedding_settings, server):
+    embedding_settings.OPENAI_API_KEY = "sk-from-settings"
+    embedding_settings.OPENAI_BASE_URL = server.url
+    server.script(Reply(500))
+
+    query_embedder = get_query_embedder()
+
+    assert query_embedder is not get_embedder()
+    assert query_embedder is get_query_embedder("documents")
+    assert query_embedder.retries == 0
+    with pytest.raises(EmbeddingUnavailable, match="failed 1 time"):
+        query_embedder.embed_query(["a question"])
+
+
+@pytest.mark.parametrize(
+    ("memories", "documents", "key", "expected"),
+    [
+        ("auto", "auto", "", ("e5", "wordllama")),
+        ("auto", "auto", "sk-x", ("openai", "openai")),
+        ("e5", "auto", "sk-x", ("e5", "wordllama")),
+        ("wordllama", "auto", "", ("wordllama", "wordllama")),
+        ("local", "auto", "sk-x", ("wordllama", "wordllama")),  # the old name, as it was
+        ("auto", "same", "", ("e5", "e5")),
+        ("auto", "same", "sk-x", ("openai", "openai")),
+        ("openai", "wordllama", "sk-x", ("openai", "wordllama")),
+        ("wordllama", "e5", "", ("wordllama", "e5")),
+        ("e5", "openai", "sk-x", ("e5", "openai")),
+    ],
+)
+def test_each_role_gets_its_provider(embedding_settings, memories, documents, key, expected):
+    embedding_settings.MNEMO_EMBEDDING_PROVIDER = memories
+    embedding_settings.MNEMO_DOCUMENT_EMBEDDING_PROVIDER = documents
+    embedding_settings.OPENAI_API_KEY = key
+
+    assert (provider_name(), provider_name("documents")) == expected
+    assert provider_name("memories") == expected[0]
+
+
+def test_one_model_serves_both_roles(embedding_settings):
+    embedding_settings.MNEMO_DOCUMENT_EMBEDDING_PROVIDER = "same"
+
+    assert get_embedder("documents") is get_embedder("memories")
+    assert isinstance(get_embedder(), E5Embedder)
+
+
+def test_local_is_wordllama_even_with_a_key(embedding_settings):
     embedding_settings.OPENAI_API_KEY = "sk-unused"
     embedding_settings.MNEMO_EMBEDDING_PROVIDER = "local"
 
-    assert isinstance(get_embedder(), LocalEmbedder)
+    assert isinstance(get_embedder(), WordLlamaEmbedder)
+    assert isinstance(get_embedder("documents"), WordLlamaEmbedder)
 
 
 def test_openai_without_a_key_is_an_error(embedding_settings):
@@ -515,6 +592,23 @@ def test_openai_without_a_key_is_an_error(embedding_settings):
 
     with pytest.raises(EmbeddingError, match="needs OPENAI_API_KEY"):
         get_embedder()
+
+
+def test_openai_for_documents_without_a_key_is_an_error(embedding_settings):
+    embedding_settings.MNEMO_DOCUMENT_EMBEDDING_PROVIDER = "openai"
+
+    assert isinstance(get_embedder(), E5Embedder)
+    with pytest.raises(EmbeddingError, match="needs OPENAI_API_KEY"):
+        get_embedder("documents")
+
+
+def test_an_unknown_provider_or_role_is_refused(embedding_settings):
+    embedding_settings.MNEMO_DOCUMENT_EMBEDDING_PROVIDER = "bert"
+
+    with pytest.raises(EmbeddingError, match="MNEMO_DOCUMENT_EMBEDDING_PROVIDER='bert' is not"):
+        get_embedder("documents")
+    with pytest.raises(ValueError, match="unknown embedding role 'chunks'"):
+        get_embedder("chunks")
 
 
 def test_changing_a_setting_or_resetting_builds_a_new_embedder(embedding_settings):
@@ -525,11 +619,14 @@ def test_changing_a_setting_or_resetting_builds_a_new_embedder(embedding_setting
 
     assert second is not first
     assert isinstance(get_embedder(), OpenAIEmbedder)
+    embedding_settings.MNEMO_DOCUMENT_EMBEDDING_PROVIDER = "wordllama"
+    assert isinstance(get_embedder("documents"), WordLlamaEmbedder)
 
 
 def _settings_process(tmp_path, **environment):
     names = [
         "MNEMO_EMBEDDING_PROVIDER",
+        "MNEMO_DOCUMENT_EMBEDDING_PROVIDER",
         "MNEMO_EMBEDDING_DIMENSIONS",
         "MNEMO_EMBEDDING_SEND_DIMENSIONS",
         "MNEMO_EMBEDDING_BATCH_SIZE",
@@ -541,7 +638,7 @@ def _settings_process(tmp_path, **environment):
         "MNEMO_SEARCH_EMBED_TIMEOUT",
         "MNEMO_SEARCH_EMBED_COOLDOWN",
     ]
-    drop = ("MNEMO_EMBEDDING", "OPENAI", "MNEMO_SEARCH")
+    drop = ("MNEMO_EMBEDDING", "MNEMO_DOCUMENT_EMBEDDING", "OPENAI", "MNEMO_SEARCH")
     return load_settings(tmp_path, names, drop=drop, **environment)
 
 
@@ -550,6 +647,7 @@ def test_settings_defaults_and_values_from_the_environment(tmp_path):
     chosen = _settings_process(
         tmp_path,
         MNEMO_EMBEDDING_PROVIDER="OpenAI",
+        MNEMO_DOCUMENT_EMBEDDING_PROVIDER="Same",
         OPENAI_API_KEY="sk-x",
         MNEMO_EMBEDDING_DIMENSIONS="1024",
         MNEMO_EMBEDDING_SEND_DIMENSIONS="false",
@@ -566,6 +664,7 @@ def test_settings_defaults_and_values_from_the_environment(tmp_path):
     assert defaults.returncode == 0, defaults.stderr
     assert defaults.stdout.split() == [
         "auto",
+        "auto",
         "256",
         "auto",
         "64",
@@ -580,6 +679,7 @@ def test_settings_defaults_and_values_from_the_environment(tmp_path):
     assert chosen.returncode == 0, chosen.stderr
     assert chosen.stdout.split() == [
         "openai",
+        "same",
         "1024",
         "false",
         "16",
@@ -598,9 +698,18 @@ def test_settings_defaults_and_values_from_the_environment(tmp_path):
     [
         (
             {"MNEMO_EMBEDDING_PROVIDER": "bert"},
-            "MNEMO_EMBEDDING_PROVIDER='bert' must be one of auto, local, openai.",
+            "MNEMO_EMBEDDING_PROVIDER='bert' must be one of auto, e5, wordllama, openai, local.",
+        ),
+        (
+            {"MNEMO_DOCUMENT_EMBEDDING_PROVIDER": "same-as-memories"},
+            "MNEMO_DOCUMENT_EMBEDDING_PROVIDER='same-as-memories' must be one of auto, e5, "
+            "wordllama, openai, local, same.",
         ),
         ({"MNEMO_EMBEDDING_PROVIDER": "openai"}, "MNEMO_EMBEDDING_PROVIDER=openai needs OPENAI"),
+        (
+            {"MNEMO_DOCUMENT_EMBEDDING_PROVIDER": "openai"},
+            "MNEMO_DOCUMENT_EMBEDDING_PROVIDER=openai needs OPENAI",
+        ),
         ({"MNEMO_EMBEDDING_TIMEOUT": "soon"}, "MNEMO_EMBEDDING_TIMEOUT='soon' is not a number"),
         ({"MNEMO_EMBEDDING_BACKOFF": "0"}, "MNEMO_EMBEDDING_BACKOFF='0' must be a positive"),
         ({"MNEMO_EMBEDDING_DIMENSIONS": "0"}, "MNEMO_EMBEDDING_DIMENSIONS=0 must be at least 1."),
@@ -615,3 +724,38 @@ def test_bad_embedding_settings_stop_the_process(tmp_path, environment, message)
 
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_outside_the_tests_memories_default_to_e5_and_documents_to_wordllama(tmp_path):
+    """What a deployment without OPENAI_API_KEY embeds with (config.settings, not the test
+    settings, which pick WordLlama for speed)."""
+    code = (
+        "from search.embeddings import provider_name; "
+        "print(provider_name('memories'), provider_name('documents'))"
+    )
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MNEMO_EMBEDDING", "MNEMO_DOCUMENT_EMBEDDING", "OPENAI"))
+    }
+    environment.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        MNEMO_DATA_DIR=str(tmp_path),
+        DATABASE_URL="postgres://u:p@127.0.0.1:1/none",
+        SECRET_KEY="test-only",
+    )
+
+    def providers(**extra):
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=environment | extra,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split()
+
+    assert providers() == ["e5", "wordllama"]
+    assert providers(OPENAI_API_KEY="sk-x") == ["openai", "openai"]

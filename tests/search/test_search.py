@@ -1,6 +1,7 @@
 """Hybrid search with the real local embedder on a small fixed corpus, and isolation."""
 
 import datetime
+import math
 import time
 
 import pytest
@@ -10,28 +11,18 @@ from django.utils import timezone
 
 from activity.actors import Actor
 from context.models import DocumentChunk
+from context.search import search_documents, search_everything
 from context.services import document_write
+from memory import search as memory_search
 from memory.models import Memory
+from memory.search import search_memory
 from memory.services import memory_delete, memory_upsert
-from search import services as search_services
 from search.embeddings import get_embedder
-from search.indexing import (
-    chunks_needing_vectors,
-    embed_chunks,
-    embed_memories,
-    memories_needing_vectors,
-)
+from search.indexing import embed_rows, rows_needing_vectors
 from search.models import SearchLog
-from search.services import (
-    HIGHLIGHT_END,
-    HIGHLIGHT_START,
-    QueryVector,
-    reset_query_cooldown,
-    search_documents,
-    search_everything,
-    search_memory,
-    search_stats,
-)
+from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, QueryVector, reset_query_cooldown
+from search.registry import sources
+from search.services import search_stats
 from tests.search.conftest import use_openai
 from tests.search.fake_openai import Reply
 
@@ -49,9 +40,9 @@ CORPUS = {
 
 
 def index_everything():
-    embedder = get_embedder()
-    embed_memories(memories_needing_vectors(embedder.model), embedder)
-    embed_chunks(chunks_needing_vectors(embedder.model), embedder)
+    for source in sources():
+        embedder = get_embedder(source.embedder_role)
+        embed_rows(rows_needing_vectors(source, embedder.model), embedder)
 
 
 def remember(user, corpus=CORPUS):
@@ -73,7 +64,7 @@ def keys(hits):
 def test_every_row_gets_a_vector_from_the_configured_model(corpus):
     model = get_embedder().model
     assert Memory.objects.filter(user=corpus).count() == len(CORPUS)
-    assert not memories_needing_vectors(model).exists()
+    assert not rows_needing_vectors(Memory, model).exists()
     assert set(Memory.objects.values_list("embedding_model", flat=True)) == {model}
 
 
@@ -103,9 +94,8 @@ def test_an_item_found_by_both_sides_comes_first(corpus):
     assert first.memory.key == "instruction:reports"
     assert first.ranks.keyword_rank is not None
     assert first.ranks.vector_rank is not None
-    assert first.ranks.fused == pytest.approx(
-        1 / (60 + first.ranks.keyword_rank) + 1 / (60 + first.ranks.vector_rank)
-    )
+    assert first.ranks.fused == pytest.approx(0.7 * first.ranks.vector + 0.3 * first.ranks.keyword)
+    assert first.ranks.keyword == 1.0  # the best BM25 of the query
 
 
 def test_rows_matching_more_of_the_query_rank_higher_by_keywords(alice):
@@ -137,27 +127,37 @@ def set_vector(user, key, vector):
     )
 
 
-def test_fusion_puts_second_on_both_sides_above_first_on_one(alice, monkeypatch):
+def test_a_row_near_on_both_sides_outranks_one_barely_ahead_on_one(alice, monkeypatch):
     remember(
         alice,
         {
             "fact:words": "alpine lake kayak trip",  # keyword #1, no vector
-            "fact:both": "alpine hut near the pass",  # keyword #2, vector #2
-            "fact:meaning": "mountain weekend plans",  # no shared word, vector #1
+            "fact:both": "alpine hut near the pass",  # keyword #2, vector #2 (0.95)
+            "fact:meaning": "mountain weekend plans",  # no shared word, vector #1 (1.0)
+            "fact:far": "tax return paperwork",  # no shared word, far in meaning (0.0)
         },
     )
     set_vector(alice, "fact:meaning", [1.0, 0.0, 0.0])
-    set_vector(alice, "fact:both", [0.8, 0.6, 0.0])
+    set_vector(alice, "fact:both", [0.95, math.sqrt(1 - 0.95**2), 0.0])
+    set_vector(alice, "fact:far", [0.0, 0.0, 1.0])
     query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
-    monkeypatch.setattr(search_services, "query_vector", lambda _query: query)
+    monkeypatch.setattr(memory_search, "query_vector", lambda _query, _role: query)
 
     hits = search_memory(user=alice, query="alpine lake kayak")
 
     ranks = {hit.memory.key: (hit.ranks.keyword_rank, hit.ranks.vector_rank) for hit in hits}
-    assert ranks == {"fact:words": (1, None), "fact:both": (2, 2), "fact:meaning": (None, 1)}
-    assert keys(hits)[0] == "fact:both"
-    assert hits[0].ranks.fused == pytest.approx(2 / 62)
-    assert [hit.ranks.fused for hit in hits[1:]] == [pytest.approx(1 / 61)] * 2
+    assert ranks == {
+        "fact:words": (1, None),
+        "fact:both": (2, 2),
+        "fact:meaning": (None, 1),
+        "fact:far": (None, 3),
+    }
+    assert keys(hits) == ["fact:both", "fact:meaning", "fact:words", "fact:far"]
+    # A model with no calibrated floor: meaning spreads from the farthest candidate (0).
+    both = hits[0].ranks
+    assert both.vector == pytest.approx(0.95)
+    assert both.fused == pytest.approx(0.7 * 0.95 + 0.3 * both.keyword)
+    assert [hit.ranks.fused for hit in hits[1:]] == [pytest.approx(0.7), 0.3, 0.0]
 
 
 def test_during_a_model_change_only_the_new_models_vectors_are_compared(
@@ -171,36 +171,45 @@ def test_during_a_model_change_only_the_new_models_vectors_are_compared(
     assert keys(hits)[0] == "fact:refund"  # found by its words
     assert [hit.ranks.vector_rank for hit in hits] == [None] * len(hits)
     # As reindex reaches a row, that row takes part by meaning again.
-    embed_memories(Memory.objects.filter(key="preference:tea"), get_embedder())
+    embed_rows(Memory.objects.filter(key="preference:tea"), get_embedder())
     hits = search_memory(user=corpus, query="Prefers green tea over coffee in the morning")
     by_meaning = [hit.memory.key for hit in hits if hit.ranks.vector_rank is not None]
     assert by_meaning == ["preference:tea"]
 
 
 def test_a_question_matches_on_any_of_its_words(corpus):
-    hits = search_memory(user=corpus, query="does the user have any pets like a cat or dog?")
+    # "cat" is in no memory; "dog" is in the value and "home" in the key of one.
+    hits = search_memory(user=corpus, query="is there a dog or a cat at home?")
     assert "fact:home" in keys(hits)
     home = next(hit for hit in hits if hit.memory.key == "fact:home")
     assert home.ranks.keyword_rank == 1
 
 
-def test_fresher_and_more_used_memories_rank_higher(alice):
-    twins = {"fact:city-a": "Flat white coffee lover", "fact:city-b": "Flat white coffee lover"}
-    remember(alice, twins)
-    index_everything()
+def test_fresher_and_more_used_memories_rank_higher(alice, alice_agent, monkeypatch):
+    # Equally good matches (the same words, the same vector), so the nudges decide.
+    notes = {"fact:first": "flat white coffee", "fact:second": "flat white coffee"}
+    for key, value in notes.items():  # an agent's notes, which fade with age
+        memory_upsert(user=alice, key=key, value=value, actor=Actor.for_agent(alice_agent))
+    for key in notes:
+        set_vector(alice, key, [1.0, 0.0, 0.0])
+    query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
+    monkeypatch.setattr(memory_search, "query_vector", lambda _query, _role: query)
     old = timezone.now() - datetime.timedelta(days=30)
-    Memory.objects.filter(key="fact:city-a").update(updated_at=old)
+    Memory.objects.filter(key="fact:first").update(updated_at=old)
 
     hits = search_memory(user=alice, query="flat white coffee")
 
-    assert keys(hits)[:2] == ["fact:city-b", "fact:city-a"]
-    assert hits[1].decay == pytest.approx(1 / (1 + 0.1 * 30), rel=1e-3)
-    Memory.objects.filter(key="fact:city-a").update(updated_at=timezone.now(), access_count=40)
-    boosted = search_memory(user=alice, query="flat white coffee")
-    assert keys(boosted)[0] == "fact:city-a"
+    assert keys(hits) == ["fact:second", "fact:first"]
+    assert [hit.ranks.fused for hit in hits] == [pytest.approx(1.0)] * 2
+    assert hits[0].freshness == pytest.approx(1, abs=1e-6)
+    assert hits[1].freshness == pytest.approx(1 - 0.05 * (1 - 0.5 ** (30 / 180)), rel=1e-4)
+    assert hits[1].score == pytest.approx(hits[1].ranks.fused * hits[1].freshness)
+    Memory.objects.filter(key="fact:first").update(updated_at=timezone.now(), access_count=40)
+    used = search_memory(user=alice, query="flat white coffee")
+    assert keys(used) == ["fact:first", "fact:second"]
     # Ranked by the count before this search; the hit shows the count after it.
-    assert boosted[0].use_boost == pytest.approx(1 + 0.05 * 40)
-    assert boosted[0].memory.access_count == 41
+    assert used[0].use_factor == pytest.approx(1 + 0.05 * math.log1p(40) / math.log1p(100))
+    assert used[0].memory.access_count == 41
 
 
 def test_a_search_is_two_statements_and_its_hits_count_as_a_use(corpus):
@@ -208,7 +217,7 @@ def test_a_search_is_two_statements_and_its_hits_count_as_a_use(corpus):
         search_memory(user=corpus, query="weekly report, tea and the cello", limit=3)
     # Both sides in one statement; the use counts and the log row in another.
     sides, record = (q["sql"] for q in queries)
-    assert ") UNION ALL (" in sides
+    assert " UNION ALL (" in sides
     assert 'UPDATE "user_context" SET access_count = access_count + 1' in record
     assert 'INSERT INTO "search_searchlog"' in record
     assert sorted(Memory.objects.filter(access_count=1).values_list("key", flat=True)) == sorted(
@@ -299,16 +308,16 @@ def test_a_slow_provider_holds_a_search_up_to_its_deadline_then_rests(
 
 
 def test_a_memory_deleted_while_searching_is_left_out(corpus, monkeypatch):
-    rank = search_services._rank_memories
+    rank = memory_search.rank_memories
 
-    def rank_then_delete(*args):
-        ranked = rank(*args)
+    def rank_then_delete(**kwargs):
+        ranked = rank(**kwargs)
         memory_delete(user=corpus, key="fact:refund", actor=Actor.for_user(corpus))
         return ranked
 
-    monkeypatch.setattr(search_services, "_rank_memories", rank_then_delete)
+    monkeypatch.setattr(memory_search, "rank_memories", rank_then_delete)
 
-    hits = search_memory(user=corpus, query="QX-88213 refunded parcel")
+    hits = search_memory(user=corpus, query="QX-88213 refunded parcel, weekly report")
 
     assert hits
     assert "fact:refund" not in keys(hits)
@@ -321,7 +330,7 @@ def test_a_changed_value_drops_its_stale_vector(corpus):
     )
     hobby = Memory.objects.get(key="fact:hobby")
     assert (hobby.embedding_model, hobby.embedded_hash) == ("", "")
-    assert list(memories_needing_vectors(get_embedder().model)) == [hobby]
+    assert list(rows_needing_vectors(Memory, get_embedder().model)) == [hobby]
 
 
 def test_users_only_ever_find_their_own_memories(alice, bob):
@@ -409,7 +418,8 @@ def test_documents_are_chunked_on_write_and_found_with_highlights(alice):
     assert [hit.path for hit in hits].count("projects/offsite.md") == 1
 
 
-def test_document_search_by_meaning(alice):
+def test_document_search_by_meaning(alice, settings):
+    settings.MNEMO_DOCUMENT_EMBEDDING_PROVIDER = "e5"  # WordLlama puts these words at 0.22
     write(alice, "notes/garden.md", "Planted tomatoes and basil in the vegetable patch.")
     write(alice, "notes/car.md", "The car needs new tyres before winter.")
     index_everything()

@@ -5,19 +5,15 @@ import re
 import pytest
 
 from activity.actors import Actor
+from context.search_views import highlight
 from context.services import document_write
 from memory.services import memory_upsert
 from profiles.services import token_create
 from search.embeddings import get_embedder
-from search.indexing import (
-    chunks_needing_vectors,
-    embed_chunks,
-    embed_memories,
-    memories_needing_vectors,
-)
+from search.indexing import embed_rows, rows_needing_vectors
 from search.models import SearchLog
-from search.services import HIGHLIGHT_END, HIGHLIGHT_START, MAX_QUERY_LENGTH
-from search.views import highlight
+from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, MAX_QUERY_LENGTH
+from search.registry import sources
 
 pytestmark = pytest.mark.django_db
 
@@ -29,8 +25,8 @@ ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt; &lt;img src=x onerror=alert(1)&
 
 def index_everything():
     embedder = get_embedder()
-    embed_memories(memories_needing_vectors(embedder.model), embedder)
-    embed_chunks(chunks_needing_vectors(embedder.model), embedder)
+    for source in sources():
+        embed_rows(rows_needing_vectors(source, embedder.model), embedder)
 
 
 def say(user, key, value):
@@ -169,7 +165,7 @@ def test_nothing_found_gives_a_hint(as_alice, alice):
     say(alice, "fact:tea", "Prefers green tea")  # no vector yet: only its words can match
     response = as_alice.get("/search/?q=xylophone", headers=HX)
     body = text(response)
-    assert "Nothing found for “xylophone”." in body
+    assert "No matches for “xylophone”." in body
     assert "Try fewer words, another spelling" in body
     assert '<a href="/?tab=entries">Entries</a>' in body
     assert '<a href="/documents/">Documents</a>' in body
@@ -243,7 +239,7 @@ def test_company_documents_only_while_globally_readable(as_alice, settings):
 
     settings.MNEMO_GLOBAL_READABLE = False
     body = text(as_alice.get("/search/?q=penguin", headers=HX))
-    assert "Nothing found for “penguin”." in body
+    assert "No matches for “penguin”." in body
     assert "handbook.md" not in body
 
     settings.MNEMO_GLOBAL_READABLE = True
@@ -290,7 +286,7 @@ def test_highlight_escapes_before_marking():
 
 def test_each_page_search_is_logged_once_as_the_page(as_alice, alice, bob, twins):
     as_alice.get("/search/?q=QX-88213")
-    as_alice.get("/search/?q=parcel", headers=HX)
+    as_alice.get("/search/?q=QX-88213+late", headers=HX)
 
     rows = SearchLog.objects.filter(user=alice).order_by("id")
     # One row per search box query, counting its memory and its document result.
@@ -336,3 +332,23 @@ def test_stats_count_real_searches(as_alice, alice, alice_agent, twins):
     assert "<strong>Searches: 2</strong>" in body
     assert "<tr><td>You: the search box</td><td>1</td>" in body
     assert "<tr><td>Agents: search_memory (memories)</td><td>1</td>" in body
+
+
+def test_below_the_floor_no_matches_and_the_closest_only_on_request(as_alice, alice):
+    say(alice, "fact:tea", "Prefers green tea over coffee in the morning")
+    say(alice, "fact:cello", "Plays the cello in an amateur orchestra")
+    index_everything()
+
+    body = text(as_alice.get("/search/?q=torque+specification+gearbox", headers=HX))
+    assert "No matches for “torque specification gearbox”." in body
+    assert "fact:tea" not in body
+    link = (
+        '<a id="search-closest" href="/search/?q=torque%20specification%20gearbox&amp;closest=1">'
+    )
+    assert link in body
+
+    closest = text(as_alice.get("/search/?q=torque+specification+gearbox&closest=1"))
+    assert "Closest, though not a match: 2 memories" in closest
+    assert "fact:tea" in closest
+    assert "fact:cello" in closest
+    assert 'id="search-closest"' not in closest

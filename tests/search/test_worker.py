@@ -16,13 +16,14 @@ from django.core.cache import cache
 
 from activity.actors import Actor
 from context.models import DocumentChunk
+from context.search import search_documents
 from context.services import document_write
 from memory.models import Memory
+from memory.search import search_memory
 from memory.services import memory_upsert
 from search import tasks
 from search.embeddings import get_embedder
 from search.indexing import LEASE_KEY, PENDING_KEY
-from search.services import search_documents, search_memory
 from tests.search.conftest import DOCUMENT, DOCUMENT_PATH, OPENAI_MODEL_ID, wait_for
 from tests.search.fake_openai import Reply, stored_vector
 

@@ -6,12 +6,11 @@ from typing import TYPE_CHECKING
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from context.models import DocumentChunk
-from memory.models import Memory
 from search.progress import run_embedding_command
 
 if TYPE_CHECKING:
     from search.embeddings import Embedder
+    from search.registry import SearchSource
 
 
 class Command(BaseCommand):
@@ -41,7 +40,7 @@ class Command(BaseCommand):
         )
 
 
-def _mark_all_outdated(embedder: Embedder) -> None:
+def _mark_all_outdated(source: SearchSource, embedder: Embedder) -> None:
     # Marking rows as outdated (not deleting their vectors) keeps this resumable.
-    for model in (Memory, DocumentChunk):
-        model.objects.filter(embedding_model=embedder.model).update(embedding_model="")
+    rows = source.model._default_manager.filter(embedding_model=embedder.model)
+    rows.update(embedding_model="")

@@ -1,6 +1,11 @@
 """The search box: one query across the user's memory entries and documents.
 
-GET /search/?q=… is a page of its own (linkable, works without JavaScript). The same box
+A page over two layers, so it lives here, in the upper one (context may import memory; the
+search engine below both knows neither). Mounted at /search/ by config/urls.py.
+
+GET /search/?q=… is a page of its own (linkable, works without JavaScript). A query that
+matches nothing in words and little in meaning finds nothing ("No matches"); the page then
+offers what was closest anyway, on request (&closest=1). The same box
 sits on the Context page; there htmx asks for just the results region on each pause in
 typing. Each one is a search_everything: one row in the user's stats, and no hit counts as
 a use (the user looking is not the assistant using it). An empty query shows nothing; a bad
@@ -21,23 +26,19 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
+from context.search import DocumentHit, search_everything
 from context.selectors import global_documents_readable, scope_of_row
 from lib.errors import InvalidInput
 from lib.pages import render_page
 from memory.keys import ENTRY_KINDS
-from search.services import (
-    HIGHLIGHT_END,
-    HIGHLIGHT_START,
-    DocumentHit,
-    MemoryHit,
-    Ranks,
-    search_everything,
-)
+from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, Ranks
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
     from django.http import HttpRequest
     from django.template.response import TemplateResponse
+
+    from memory.search import MemoryHit
 
 PAGE = "search/search.html"
 RESULTS_PARTIAL = "results"
@@ -103,7 +104,7 @@ def _memory_url(hit: MemoryHit) -> str:
 
 
 def _memory_result(hit: MemoryHit) -> MemoryResult:
-    factors = f"× freshness {hit.decay:.2f} × use {hit.use_boost:.2f}"
+    factors = f"× freshness {hit.freshness:.3f} × use {hit.use_factor:.3f}"
     return MemoryResult(
         hit=hit, url=_memory_url(hit), how=_how(hit.ranks), why=_why(hit.ranks, hit.score, factors)
     )
@@ -117,14 +118,19 @@ def _document_result(user: AbstractBaseUser, hit: DocumentHit) -> DocumentResult
         url=reverse("document", args=[scope.key, hit.path]),
         snippet=highlight(hit.snippet),
         how=_how(hit.ranks),
-        why=_why(hit.ranks, hit.score, f"× freshness {hit.decay:.2f}"),
+        why=_why(hit.ranks, hit.score, f"× freshness {hit.freshness:.3f}"),
     )
 
 
-def _results(user: AbstractBaseUser, query: str) -> dict[str, Any]:
-    """Both kinds of results, as the page shows them. Raises InvalidInput for a bad query."""
+def _results(user: AbstractBaseUser, query: str, *, closest: bool) -> dict[str, Any]:
+    """Both kinds of results, as the page shows them (with `closest`, the nearest even
+    below the relevance floor). Raises InvalidInput for a bad query."""
     found = search_everything(
-        user=user, query=query, limit=RESULT_LIMIT, include_global=global_documents_readable()
+        user=user,
+        query=query,
+        limit=RESULT_LIMIT,
+        include_global=global_documents_readable(),
+        closest=closest,
     )
     return {
         "memory_results": [_memory_result(hit) for hit in found.memories],
@@ -145,8 +151,10 @@ def _on_search_page(request: HttpRequest) -> bool:
 @vary_on_headers("HX-Request")
 def search_page(request: HttpRequest) -> TemplateResponse:
     query = request.GET.get("q", "")
+    closest = request.GET.get("closest") == "1"
     context: dict[str, Any] = {
         "q": query,
+        "closest": closest,
         "searched": False,
         "error": "",
         "nav_section": "context",
@@ -155,7 +163,7 @@ def search_page(request: HttpRequest) -> TemplateResponse:
     status = 200
     if query.strip():
         try:
-            context.update(_results(request.user, query), searched=True)
+            context.update(_results(request.user, query, closest=closest), searched=True)
         except InvalidInput as error:
             context["error"] = error.message
             # htmx leaves a 4xx response unswapped; it gets the message with a 200.

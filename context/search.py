@@ -1,0 +1,133 @@
+"""Searching documents, and the search box's search of memories and documents together.
+
+The engine (search/ranking.py) ranks the chunk rows a caller may read, as
+context/workspace.py says; a document is found by its best chunk, its score the chunk's
+fused score * freshness (bounded, search/ranking.freshness, by the time since the document
+last changed; documents have no use factor).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from context.models import DocumentChunk
+from context.workspace import readable_scope, under_prefix
+from memory.models import Memory
+from memory.search import MEMORY_ROLE, MemoryHit, memory_hits, rank_memories
+from search.models import SearchTool
+from search.ranking import Ranks, check_query, freshness, fuse, headline, query_vectors
+from search.services import search_log
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+    from django.db.models import Q
+
+    from profiles.models import Agent
+    from search.ranking import QueryVector
+
+# The embedder_role of the document source (context/apps.py registers it).
+DOCUMENT_ROLE = "documents"
+
+
+@dataclass(frozen=True)
+class DocumentHit:
+    chunk: DocumentChunk
+    path: str
+    scope: str
+    snippet: str  # with HIGHLIGHT_START/END around matched words
+    score: float  # ranks.fused * freshness
+    ranks: Ranks
+    freshness: float
+
+
+def search_documents(
+    *,
+    user: AbstractBaseUser | None,
+    query: str,
+    limit: int = 10,
+    path_prefix: str = "",
+    agent: Agent | None = None,
+    include_global: bool = False,
+) -> list[DocumentHit]:
+    """The best chunk of each best-matching document an agent (or, with user=None, a
+    system token: the global scope only) may read. Logged (for the user's stats)."""
+    started = time.perf_counter()
+    query, limit = check_query(query, limit)
+    scope = readable_scope(
+        user=user, agent=agent, include_global=include_global, path_field="document__path"
+    )
+    if path_prefix:
+        scope &= under_prefix(path_prefix, agent, path_field="document__path")
+    vector = query_vectors(query, [DOCUMENT_ROLE])[DOCUMENT_ROLE]
+    hits = _document_hits(scope, query, vector, limit)
+    search_log(user=user, tool=SearchTool.MEMORY_SEARCH, started=started, results=len(hits))
+    return hits
+
+
+@dataclass(frozen=True)
+class PageResults:
+    memories: list[MemoryHit]
+    documents: list[DocumentHit]
+
+
+def search_everything(
+    *,
+    user: AbstractBaseUser,
+    query: str,
+    limit: int = 10,
+    include_global: bool = False,
+    closest: bool = False,
+) -> PageResults:
+    """The search box: the user's memories and documents, their agents' private notes
+    included, with one query embedding per model and one log row. Looking is not using:
+    the hits' access counts (which rank the working memory) stay as they are. `closest`
+    shows what was nearest even below the relevance floor (the page's "show the closest")."""
+    started = time.perf_counter()
+    query, limit = check_query(query, limit)
+    vectors = query_vectors(query, [MEMORY_ROLE, DOCUMENT_ROLE])
+    ranked = rank_memories(
+        user=user, query=query, vector=vectors[MEMORY_ROLE], limit=limit, closest=closest
+    )
+    scope = readable_scope(
+        user=user, all_agents=True, include_global=include_global, path_field="document__path"
+    )
+    results = PageResults(
+        memories=memory_hits(ranked, Memory.objects.in_bulk([row.pk for row in ranked])),
+        documents=_document_hits(scope, query, vectors[DOCUMENT_ROLE], limit, closest=closest),
+    )
+    found = len(results.memories) + len(results.documents)
+    search_log(user=user, tool=SearchTool.PAGE, started=started, results=found)
+    return results
+
+
+def _document_hits(
+    scope: Q, query: str, vector: QueryVector | None, limit: int, *, closest: bool = False
+) -> list[DocumentHit]:
+    fused, _ = fuse(DocumentChunk.objects.filter(scope), query, vector, closest=closest)
+    rows = (
+        DocumentChunk.objects.filter(pk__in=list(fused))
+        .select_related("document")
+        .annotate(snippet=headline(query, "text"))
+    )
+    now = timezone.now()
+    best: dict[int, DocumentHit] = {}
+    for chunk in rows:
+        ranks = fused[chunk.pk]
+        fresh = freshness(now - chunk.document.updated_at)
+        hit = DocumentHit(
+            chunk=chunk,
+            path=chunk.document.path,
+            scope=chunk.document.scope,
+            snippet=chunk.snippet,
+            score=ranks.fused * fresh,
+            ranks=ranks,
+            freshness=fresh,
+        )
+        current = best.get(chunk.document_id)
+        if current is None or hit.score > current.score:
+            best[chunk.document_id] = hit
+    return sorted(best.values(), key=lambda hit: (-hit.score, hit.path))[:limit]

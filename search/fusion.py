@@ -1,0 +1,159 @@
+"""Fusing the keyword and vector sides into one score, and the relevance floor.
+
+Score-normalised blending (measured against weighted reciprocal-rank fusion on the
+development data: bench/README.md): each side's scores are brought to [0, 1] among that
+side's candidates, so a side that is sure of its best row says so with a wide gap, which
+rank fusion throws away:
+
+- keyword: BM25 / the best BM25 of the query (search/keyword.py);
+- vector: (similarity - zero) / (best - zero), where zero is the model's row floor (below
+  it a row is no meaning match), or the lowest candidate's similarity for a model with no
+  calibrated floor. Anchoring at the floor rather than at the lowest candidate keeps a good
+  match's score when a user has only a few rows (measured alike on the development data:
+  R@10 .705 against .704).
+
+fused = vector_weight * vector + keyword_weight * keyword, the weights in settings
+(MNEMO_SEARCH_VECTOR_WEIGHT, MNEMO_SEARCH_KEYWORD_WEIGHT). A row among one side's
+candidates only scores 0 on the other.
+
+The floor (`Floor`, calibrated per embedding model, search/embeddings.py): a query that
+matches nothing in words and little in meaning returns nothing. Cosine similarity has no
+absolute meaning across models (e5 puts unrelated texts at 0.78, WordLlama at 0.2), so each
+model carries two numbers measured on the development data:
+
+- `query`: below it, the best row's similarity alone does not make the query answerable;
+  then only a row that shares at least MIN_COVERAGE of the query's word weight (IDF) does;
+- `row`: a row below it is not a meaning match at all (it can still match by words).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from search.embeddings import E5_MODEL_ID, WORDLLAMA_MODEL_ID
+
+# A row covering less than this share of the query's IDF mass is a chance word match
+# (one common word of several); alone it does not make a query answerable. Measured on the
+# development data with e5: a third or a half leave R@10 at .699/.697 and 96% of unrelated
+# queries empty; any word match at all (0) lets 15% of them through.
+MIN_COVERAGE = 1 / 3
+
+
+@dataclass(frozen=True)
+class Floor:
+    query: float  # the best similarity below which words must carry the query
+    row: float  # the similarity below which a row is not a meaning match
+
+    def raised(self, by: float) -> Floor:
+        return Floor(query=self.query + by, row=self.row + by)
+
+
+# Without a query vector (the provider is down) only words can answer a query: no
+# similarity reaches a floor above 1.
+WORDS_ONLY = Floor(query=2.0, row=2.0)
+
+# Measured on ../shared/eval (bench/README.md, "The relevance floor") with 30 unrelated
+# queries: the lowest query floor that leaves at least 90% of them without results, and
+# a row floor below which dropping rows costs no recall. e5 puts the best row of an
+# unrelated query at 0.78-0.84 and of a real question at 0.83-0.88 (5th-50th percentile):
+# R@10 .699 against .700 with no floor, 96% of unrelated queries empty. WordLlama: 0.09-0.28
+# against 0.43-0.65; at 0.25, R@10 .647 against .649, 91% empty (0.22 lets 18% through).
+CALIBRATED_FLOORS = {
+    E5_MODEL_ID: Floor(query=0.82, row=0.78),
+    WORDLLAMA_MODEL_ID: Floor(query=0.25, row=0.20),
+}
+
+
+def floor_for_model(model: str | None) -> Floor:
+    """The floor calibrated for the model (another release of the same model, whose id
+    carries a "+<hash>" suffix, shares it); MNEMO_SEARCH_FLOOR_QUERY/_ROW set one for a
+    model not measured here (an OpenAI-compatible server's), which otherwise has none:
+    its queries are then answered by words or by whatever is nearest."""
+    if model is None:
+        return WORDS_ONLY
+    calibrated = CALIBRATED_FLOORS.get(model.split("+", 1)[0])
+    if calibrated is not None:
+        return calibrated
+    return Floor(query=settings.MNEMO_SEARCH_FLOOR_QUERY, row=settings.MNEMO_SEARCH_FLOOR_ROW)
+
+
+@dataclass(frozen=True)
+class KeywordRow:
+    pk: int
+    score: float  # BM25
+    coverage: float  # share of the query's IDF this row matches, 0..1
+
+
+@dataclass(frozen=True)
+class VectorRow:
+    pk: int
+    similarity: float  # cosine similarity, 1 - cosine distance
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where a row came on each side and what it scored there (None: not a candidate)."""
+
+    keyword_rank: int | None
+    vector_rank: int | None
+    keyword: float  # normalised keyword score, 0..1
+    vector: float  # normalised vector score, 0..1
+    similarity: float | None  # raw cosine similarity
+    coverage: float  # share of the query's word weight matched
+    fused: float
+
+
+def fuse(
+    keyword_rows: list[KeywordRow],
+    vector_rows: list[VectorRow],
+    *,
+    floor: Floor,
+    vector_weight: float,
+    keyword_weight: float,
+    enforce_floor: bool = True,
+) -> dict[int, Ranks]:
+    """Row id → Ranks, best fused first; {} when the query is below the floor. Without
+    `enforce_floor` every candidate counts (what was closest, on request).
+
+    `keyword_rows` best first by BM25, `vector_rows` best first by similarity (each as
+    its side's SQL ordered them; ties broken by id)."""
+    if enforce_floor and not _answerable(keyword_rows, vector_rows, floor):
+        return {}
+    vectors = [row for row in vector_rows if not enforce_floor or row.similarity >= floor.row]
+    best_keyword = max((row.score for row in keyword_rows), default=0.0)
+    similarities = [row.similarity for row in vector_rows]
+    high = max(similarities, default=0.0)
+    low = floor.row if -1 < floor.row < high else min(similarities, default=0.0)
+    keyword = {row.pk: (rank, row) for rank, row in enumerate(keyword_rows, start=1)}
+    vector = {row.pk: (rank, row) for rank, row in enumerate(vectors, start=1)}
+    fused: dict[int, Ranks] = {}
+    for pk in dict.fromkeys([*keyword, *vector]):
+        keyword_rank, keyword_row = keyword.get(pk, (None, None))
+        vector_rank, vector_row = vector.get(pk, (None, None))
+        keyword_score = keyword_row.score / best_keyword if keyword_row and best_keyword else 0.0
+        vector_score = _spread(vector_row.similarity, low, high) if vector_row else 0.0
+        fused[pk] = Ranks(
+            keyword_rank=keyword_rank,
+            vector_rank=vector_rank,
+            keyword=keyword_score,
+            vector=vector_score,
+            similarity=vector_row.similarity if vector_row else None,
+            coverage=keyword_row.coverage if keyword_row else 0.0,
+            fused=vector_weight * vector_score + keyword_weight * keyword_score,
+        )
+    return dict(sorted(fused.items(), key=lambda item: (-item[1].fused, item[0])))
+
+
+def _answerable(keyword_rows: list[KeywordRow], vector_rows: list[VectorRow], floor: Floor) -> bool:
+    """Does anything match the query in meaning (above the model's query floor) or in
+    words (a row covering MIN_COVERAGE of the query's word weight)?"""
+    if any(row.similarity >= floor.query for row in vector_rows):
+        return True
+    return any(row.coverage >= MIN_COVERAGE for row in keyword_rows)
+
+
+def _spread(similarity: float, zero: float, best: float) -> float:
+    """Similarity as 0..1 from `zero` to the best candidate's (1 when they are equal)."""
+    return max((similarity - zero) / (best - zero), 0.0) if best > zero else 1.0

@@ -1,0 +1,97 @@
+"""The keyword side of search: Okapi BM25 over PostgreSQL full text, in one statement.
+
+PostgreSQL's own ts_rank/ts_rank_cd count matches but know nothing of how rare a word is,
+so a name that appears in half of someone's memories weighs as much as the one word that
+singles out the answer. BM25 weighs each query word by its inverse document frequency
+among the rows searched (one user's memories, or the chunks a caller may read), saturates
+repeated words (k1) and normalises by length (b).
+
+Everything is computed from the stored tsvector, so no extension and no second index is
+needed, and the whole side stays one SQL statement the vector side joins by UNION ALL:
+
+- the rows matching any query word are read once (through the same filter as before);
+- `unnest(tsvector)` gives each matched row's lexemes with their positions and weights:
+  the term frequency of a query word is its number of positions, a position of weight A
+  (a key word or tag, memory/models.py) counting KEY_WEIGHT times (BM25F's field weight);
+  a row's length is its number of distinct lexemes (length(tsvector)), which needs no
+  second pass over its text;
+- document frequency is counted over the matched rows (a row with the word matches);
+  N is the number of rows searched; the average length is taken over the matched rows,
+  which read it for free where a scan of every row would cost as much as the search.
+
+Each row also gets its coverage: the share of the query's total IDF that it matches, so
+the relevance floor can tell "shares one common word" from "is about this". A query word
+that no row has is weighed as if one row had it: as rare as can be, but not so heavy that
+for a user with three memories a query of one known and one unknown word covers nothing.
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.search import SearchQuery
+from django.db.models import QuerySet
+
+K1 = 1.2
+B = 0.75
+KEY_WEIGHT = 2.0
+
+
+class AnyWordQuery(SearchQuery):
+    """A tsquery matching any lexeme of the text: 'english' stems, drops stop words, ORs.
+
+    plainto_tsquery and websearch_to_tsquery AND every word, and a question asked in the
+    user's own words rarely shares all of its words with a short fact."""
+
+    template = "replace(strip(to_tsvector(%(expressions)s))::text, ' ', ' | ')::tsquery"
+
+
+def keyword_side_sql(
+    rows: QuerySet, query: str, candidates: int, columns: tuple[str, ...]
+) -> tuple[str, list]:
+    """SQL and params of a SELECT of ('keyword', BM25 score, coverage, pk, *columns) for
+    the best `candidates` of `rows` matching any word of the query, best first."""
+    matched_sql, matched_params = (
+        rows.filter(search_vector=AnyWordQuery(query, config="english"))
+        .order_by()
+        .values_list("pk", "search_vector", *columns)
+        .query.sql_with_params()
+    )
+    count_sql, count_params = rows.order_by().values_list("pk").query.sql_with_params()
+    extra = [f"c{i}" for i in range(len(columns))]
+    names = ", ".join(["id", "search_vector", *extra])
+    picked = "".join(f", m.{name}" for name in extra)
+    sql = f"""
+        SELECT * FROM (
+            WITH matched ({names}) AS MATERIALIZED ({matched_sql}),
+            terms AS (SELECT lexeme FROM unnest(to_tsvector('english'::regconfig, %s))),
+            searched AS (SELECT count(*)::float8 AS n FROM ({count_sql}) AS scope),
+            tf AS (
+                SELECT m.id, t.lexeme, length(m.search_vector) AS dl,
+                       coalesce((SELECT sum(CASE w WHEN 'A' THEN %s ELSE 1.0 END)::float8
+                                 FROM unnest(t.weights) AS w), 1) AS tf
+                FROM matched m CROSS JOIN LATERAL unnest(m.search_vector) AS t
+                WHERE t.lexeme IN (SELECT lexeme FROM terms)
+            ),
+            df AS (SELECT lexeme, count(*)::float8 AS df FROM tf GROUP BY lexeme),
+            idf AS (
+                SELECT terms.lexeme,
+                       ln(1 + (searched.n - seen.df + 0.5) / (seen.df + 0.5)) AS idf
+                FROM terms CROSS JOIN searched LEFT JOIN df USING (lexeme)
+                CROSS JOIN LATERAL (SELECT greatest(df.df, 1) AS df) AS seen
+            ),
+            average AS (SELECT greatest(avg(length(search_vector)), 1)::float8 AS dl FROM matched),
+            scored AS (
+                SELECT tf.id,
+                       sum(idf.idf * tf.tf * (%s + 1)
+                           / (tf.tf + %s * (1 - %s + %s * tf.dl / average.dl))) AS score,
+                       sum(idf.idf) / nullif((SELECT sum(idf) FROM idf), 0) AS coverage
+                FROM tf JOIN idf USING (lexeme) CROSS JOIN average
+                GROUP BY tf.id
+                ORDER BY score DESC, tf.id
+                LIMIT %s
+            )
+            SELECT 'keyword' AS side, s.score, s.coverage, m.id{picked}
+            FROM scored s JOIN matched m USING (id)
+        ) AS keyword_side
+    """  # noqa: S608 - names come from the models, values are parameters
+    params = [*matched_params, query, *count_params, KEY_WEIGHT, K1, K1, B, B, candidates]
+    return sql, params

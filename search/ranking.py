@@ -1,0 +1,262 @@
+"""Hybrid ranking over any registered source's rows (search/registry.py).
+
+Two sides, each taking its top MNEMO_SEARCH_CANDIDATES rows, in one statement (UNION ALL):
+
+- Keyword: Okapi BM25 over the stored tsvector (search/keyword.py), matching ANY of the
+  query's words, a key word or tag counting more than a word of the text.
+- Vector: cosine distance to the query's embedding, among rows embedded by the current
+  model only (a model change never compares vectors of two models).
+
+  The vector side is an exact scan of the user's rows, found through the btree index on
+  (user, embedding_model); there is no HNSW index. An approximate index applies the
+  `WHERE user_id = …` filter after it returns its candidates, and one user owns 1 row in
+  100. bench/search.py measures the choice at 100 users x 1,000 entries (pgvector 0.8.5,
+  2 cores); for the top 10 / top 50 of the user's rows, recall and p50/p95:
+    exact scan                          1.00 / 1.00   2.4/3.3 ms  /  2.6/3.2 ms
+    HNSW, defaults (ef_search 40)       0.07 / 0.01   0.7 rows returned of 10 or 50
+    HNSW, iterative_scan relaxed_order  0.93 / 0.91   13.5/25.5 ms  /  54/67 ms
+    HNSW, iterative_scan strict_order   0.79 / 0.82   11.6/22.9 ms  /  36/55 ms
+  Exact is both right and the fastest at the sizes one person's memory reaches; its cost
+  grows with that one user's rows, never with the whole table (bench/heavy.py measures
+  a user with 100,000).
+
+search/fusion.py blends the two sides' normalised scores and applies the relevance floor
+of the query's embedding model. The layer that owns the rows then nudges the fused score
+with two bounded factors (`use_factor`, `freshness`): they reorder near ties, never a
+clearly better match, and together move a score by at most ±10%.
+
+The caller passes the rows it may search (a queryset of its own model, already filtered
+to the user's scope); nothing here knows which table they come from.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import F, FloatField, Func, QuerySet, TextField, Value
+from pgvector.django import CosineDistance
+
+from lib.errors import InvalidInput
+from search import fusion
+from search.embeddings import EmbeddingError, get_query_embedder
+from search.fusion import Floor, KeywordRow, Ranks, VectorRow
+from search.keyword import AnyWordQuery, keyword_side_sql
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from search.embeddings import Embedder
+
+logger = logging.getLogger(__name__)
+
+MAX_QUERY_LENGTH = 1000
+MAX_LIMIT = 50
+# Private-use characters mark highlighted words in snippets; callers turn them into
+# **bold** (API) or <mark> (pages) after escaping.
+HIGHLIGHT_START = "\ue000"
+HIGHLIGHT_END = "\ue001"
+# The number of uses at which the use factor reaches 1 + MNEMO_SEARCH_USE_NUDGE.
+USES_AT_FULL_NUDGE = 100
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """The query embedded by the current model (None when the provider is unavailable)."""
+
+    model: str
+    vector: list[float]
+
+
+def check_query(query: object, limit: object) -> tuple[str, int]:
+    """The query stripped and the limit, or InvalidInput saying what is wrong."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("Say what to search for: the query is empty.", field="query")
+    if "\x00" in query:
+        raise InvalidInput("The query contains a NUL character (U+0000).", field="query")
+    if len(query) > MAX_QUERY_LENGTH:
+        raise InvalidInput(
+            f"The query is {len(query)} characters long; at most {MAX_QUERY_LENGTH}.",
+            field="query",
+        )
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"Limit must be a whole number from 1 to {MAX_LIMIT}.", field="limit")
+    return query.strip(), limit
+
+
+# --- the bounded nudges ----------------------------------------------------------------------
+
+
+def use_factor(uses: int) -> float:
+    """In [1, 1 + MNEMO_SEARCH_USE_NUDGE]: grows with log(1 + uses), full at
+    USES_AT_FULL_NUDGE uses and no higher after, so being used can break a near tie but
+    never lift a row over a clearly better match."""
+    grown = math.log1p(max(uses, 0)) / math.log1p(USES_AT_FULL_NUDGE)
+    return 1 + settings.MNEMO_SEARCH_USE_NUDGE * min(grown, 1.0)
+
+
+def freshness(age: datetime.timedelta, *, fades: bool = True) -> float:
+    """In [1 - MNEMO_SEARCH_AGE_NUDGE, 1]: 1 when new, halfway down after
+    MNEMO_SEARCH_AGE_HALF_LIFE_DAYS, never below the floor. 1 for a row that does not fade
+    (what the user stated stays as true as the day it was said)."""
+    if not fades:
+        return 1.0
+    days = max(age.total_seconds(), 0) / 86400
+    faded = 1 - 0.5 ** (days / settings.MNEMO_SEARCH_AGE_HALF_LIFE_DAYS)
+    return 1 - settings.MNEMO_SEARCH_AGE_NUDGE * faded
+
+
+# --- the two sides and their fusion ------------------------------------------------------
+
+
+def fuse(
+    rows: QuerySet, query: str, vector: QueryVector | None, *columns: str, closest: bool = False
+) -> tuple[dict[int, Ranks], list[dict[int, Any]]]:
+    """Row id → ranks for every row among either side's top candidates that clears the
+    relevance floor of the query's model, best fused first; and for each of `columns`, row
+    id → that column's value. `closest` leaves the floor out (what was closest, on request).
+
+    Both sides are one statement (UNION ALL): one round trip, and the user's rows are read
+    while still in cache."""
+    candidates = settings.MNEMO_SEARCH_CANDIDATES
+    sql, params = keyword_side_sql(rows, query, candidates, columns)
+    if vector is not None:
+        vector_sql, vector_params = vector_side(
+            rows, vector, candidates, columns
+        ).query.sql_with_params()
+        sql, params = f"{sql} UNION ALL ({vector_sql})", [*params, *vector_params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchall()
+    keyword_rows, vector_rows, values = _split_sides(found, len(columns))
+    fused = fusion.fuse(
+        keyword_rows,
+        vector_rows,
+        floor=floor_for(vector),
+        enforce_floor=not closest,
+        vector_weight=settings.MNEMO_SEARCH_VECTOR_WEIGHT,
+        keyword_weight=settings.MNEMO_SEARCH_KEYWORD_WEIGHT,
+    )
+    return fused, values
+
+
+def _split_sides(
+    found: list[tuple], column_count: int
+) -> tuple[list[KeywordRow], list[VectorRow], list[dict[int, Any]]]:
+    """The statement's rows as each side's candidates, each sorted again as its SQL did
+    (a UNION ALL promises no order), and the columns' values by row id."""
+    keyword_rows, vector_rows = [], []
+    values: list[dict[int, Any]] = [{} for _ in range(column_count)]
+    for side, order, coverage, pk, *columns in found:
+        if side == KEYWORD:
+            keyword_rows.append(KeywordRow(pk=pk, score=order, coverage=coverage or 0.0))
+        else:
+            vector_rows.append(VectorRow(pk=pk, similarity=1 - order))
+        for index, value in enumerate(columns):
+            values[index][pk] = value
+    keyword_rows.sort(key=lambda row: (-row.score, row.pk))
+    vector_rows.sort(key=lambda row: (-row.similarity, row.pk))
+    return keyword_rows, vector_rows, values
+
+
+def floor_for(vector: QueryVector | None) -> Floor:
+    """The relevance floor of the query's embedding model (search/fusion.py); without a
+    query vector, only words can answer."""
+    return fusion.floor_for_model(vector.model if vector is not None else None)
+
+
+KEYWORD, VECTOR = "keyword", "vector"
+
+
+def vector_side(
+    rows: QuerySet, query: QueryVector, candidates: int, columns: tuple[str, ...]
+) -> QuerySet:
+    """(VECTOR, cosine distance, NULL, pk, *columns) of the `candidates` nearest rows: the
+    keyword side's columns, its coverage left empty."""
+    return (
+        rows.filter(embedding_model=query.model, embedding__isnull=False)
+        .annotate(
+            side=Value(VECTOR),
+            order=CosineDistance("embedding", query.vector),
+            coverage=Value(None, output_field=FloatField()),
+        )
+        .order_by("order", "pk")
+        .values_list("side", "order", "coverage", "pk", *columns)[:candidates]
+    )
+
+
+def headline(query: str, field: str) -> Func:
+    """The best passages of `field` for the query, matched words between the highlight
+    markers (any markers already in the text are taken out first)."""
+    options = (
+        f"StartSel={HIGHLIGHT_START}, StopSel={HIGHLIGHT_END}, "
+        'MaxWords=40, MinWords=15, MaxFragments=2, FragmentDelimiter=" … "'
+    )
+    clean_text = Func(
+        F(field),
+        Value(HIGHLIGHT_START + HIGHLIGHT_END),
+        Value(""),
+        function="translate",
+        output_field=TextField(),
+    )
+    return Func(
+        Value("english"),
+        clean_text,
+        AnyWordQuery(query, config="english"),
+        Value(options),
+        function="ts_headline",
+        output_field=TextField(),
+    )
+
+
+# --- the query's embedding ---------------------------------------------------------------
+
+
+class _Cooldown:
+    """Until when (time.monotonic()) this process leaves the vector side out, after the
+    embedding provider failed a query."""
+
+    until = 0.0
+
+
+def reset_query_cooldown() -> None:
+    """Let the next search try the embedding provider again."""
+    _Cooldown.until = 0.0
+
+
+def query_vector(query: str, role: str) -> QueryVector | None:
+    """The query's embedding by the embedder of `role` (a source's embedder_role), or None
+    while the provider is failing: the keyword side still answers, and no search waits on
+    a provider that just failed."""
+    return query_vectors(query, [role])[role]
+
+
+def query_vectors(query: str, roles: Iterable[str]) -> dict[str, QueryVector | None]:
+    """The query embedded for each role, once per distinct model (a search over sources
+    whose roles share an embedder asks the provider once)."""
+    roles = list(dict.fromkeys(roles))
+    if time.monotonic() < _Cooldown.until:
+        return dict.fromkeys(roles)
+    try:
+        embedders = {role: get_query_embedder(role) for role in roles}
+        by_model: dict[str, QueryVector] = {}
+        for embedder in embedders.values():
+            if embedder.model not in by_model:
+                by_model[embedder.model] = _embed_query(embedder, query)
+    except EmbeddingError as error:
+        pause = settings.MNEMO_SEARCH_EMBED_COOLDOWN
+        _Cooldown.until = time.monotonic() + pause
+        logger.warning("Searching by keywords only for the next %g s: %s", pause, error)
+        return dict.fromkeys(roles)
+    return {role: by_model[embedder.model] for role, embedder in embedders.items()}
+
+
+def _embed_query(embedder: Embedder, query: str) -> QueryVector:
+    (vector,) = embedder.embed_query([query])
+    return QueryVector(model=embedder.model, vector=vector)
