@@ -535,7 +535,9 @@ class SearchMemoryApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(SearchMemoryInput)
+        started = time.perf_counter()
         hits = search_memory(user=request.user, **data)
+        searched_ms = (time.perf_counter() - started) * 1000
         results = [
             {
                 "memory": hit.memory,
@@ -544,7 +546,10 @@ class SearchMemoryApi(ToolApi):
             }
             for hit in hits
         ]
-        return Response(MemoryHitsSerializer({"results": results}).data)
+        response = Response(MemoryHitsSerializer({"results": results}).data)
+        # The search itself (query embedding, both sides, the use count), for benchmarks.
+        response["Server-Timing"] = f"search;dur={searched_ms:.2f}"
+        return response
 
 
 class PromoteMemoryApi(ToolApi):

@@ -61,6 +61,7 @@ def test_search_memory_returns_rows_with_score_parts(call_tool, alice, alice_tok
     assert first["score"] == pytest.approx(first["fused"] * first["decay"] * first["use_boost"])
     assert first["memory"]["access_count"] == 1
     assert Memory.objects.get(user=alice, key="fact:order").access_count == 1
+    assert float(response["Server-Timing"].removeprefix("search;dur=")) > 0
 
 
 def test_search_memory_filters_by_kind(call_tool, alice_token, twins):
