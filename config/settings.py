@@ -35,14 +35,21 @@ def env_bool(name: str, *, default: bool) -> bool:
     raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use true or false.")
 
 
-def env_int(name: str, *, default: int, minimum: int = 0) -> int:
+def env_number(name: str, parse: type, what: str) -> int | float | None:
+    """The variable parsed as `parse` (int or float), None when it is not set."""
     if name not in env:
-        return default
+        return None
     raw = env.str(name)
     try:
-        value = int(raw)
+        return parse(raw)
     except ValueError:
-        raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+        raise environ.ImproperlyConfigured(f"{name}={raw!r} is not {what}.") from None
+
+
+def env_int(name: str, *, default: int, minimum: int = 0) -> int:
+    value = env_number(name, int, "a whole number")
+    if value is None:
+        return default
     if value < minimum:
         raise environ.ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
     return value
@@ -140,6 +147,15 @@ else:
     DATABASES = {"default": env.db("DATABASE_URL")}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# pgvector's HNSW search settings for every session (search/vector_index.py: the per-owner
+# indexes): 200 candidates and an iterative scan that goes on past them when the statement's
+# other filters drop rows. Sent at connection start, before pgvector is loaded: PostgreSQL
+# keeps them as placeholders and pgvector takes them up when it loads (tests/search/
+# test_vector_index.py checks). bench/heavy.py: ef_search 40-100 left the odd query with
+# none of its nearest rows; 200 gave recall 0.996.
+HNSW_SESSION_OPTIONS = "-c hnsw.ef_search=200 -c hnsw.iterative_scan=relaxed_order"
+_db_options = DATABASES["default"].setdefault("OPTIONS", {})
+_db_options["options"] = f"{_db_options.get('options', '')} {HNSW_SESSION_OPTIONS}".strip()
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -214,15 +230,13 @@ MNEMO_SEARCH_CANDIDATES = 50
 
 def env_fraction(name: str, *, default: float, low: float = 0.0, high: float = 1.0) -> float:
     """A number from `low` to `high`, read from the environment."""
-    if name not in env:
+    value = env_number(name, float, "a number")
+    if value is None:
         return default
-    raw = env.str(name)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
     if not low <= value <= high:
-        raise environ.ImproperlyConfigured(f"{name}={raw!r} must be from {low:g} to {high:g}.")
+        raise environ.ImproperlyConfigured(
+            f"{name}={env.str(name)!r} must be from {low:g} to {high:g}."
+        )
     return value
 
 
@@ -235,6 +249,11 @@ MNEMO_SEARCH_AGE_NUDGE = env_fraction("MNEMO_SEARCH_AGE_NUDGE", default=0.05, hi
 MNEMO_SEARCH_AGE_HALF_LIFE_DAYS = env_int("MNEMO_SEARCH_AGE_HALF_LIFE_DAYS", default=180, minimum=1)
 MNEMO_SEARCH_AGE_BAR = env_fraction("MNEMO_SEARCH_AGE_BAR", default=0.03, high=0.5)
 MNEMO_SEARCH_AGE_BAR_DAYS = env_int("MNEMO_SEARCH_AGE_BAR_DAYS", default=365, minimum=1)
+# An owner with more rows of a source's current model than this gets its own HNSW index
+# (search/vector_index.py; built by beat every ten minutes or `manage.py vector_indexes`),
+# kept until the owner is down to half of it; 0: no per-owner indexes. Below it the exact
+# scan is right and fast enough (bench/README.md: 16 ms p50 at 10,000 rows).
+MNEMO_SEARCH_OWN_INDEX_ROWS = env_int("MNEMO_SEARCH_OWN_INDEX_ROWS", default=20_000)
 
 # Working memory: the tiktoken encoding that counts tokens (see lib/tokenizer.py for
 # what happens offline when its file is not in tiktoken's cache).

@@ -522,9 +522,10 @@ class SearchMemoryApi(ToolApi):
         operation_id="search_memory",
         tags=[SEARCH_TOOL_TAG],
         summary="Search the user's memories",
-        description="Find memories by words and by meaning (hybrid search), fresher and "
-        "more used ones first. Each result carries its score and the parts of it. "
-        "Results count as a use.",
+        description="Find memories by words (their text, key and tags) and by meaning, "
+        "best match first; use and age only break near ties. A query that matches nothing "
+        "returns no results rather than the least bad ones. Each result carries its score "
+        "and the parts of it. Results count as a use.",
         request=SearchMemoryInput,
         responses={200: MemoryHitsSerializer, **error_responses(400, 401, 403, 413, 429)},
         examples=[

