@@ -156,6 +156,7 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 HNSW_SESSION_OPTIONS = "-c hnsw.ef_search=200 -c hnsw.iterative_scan=relaxed_order"
 _db_options = DATABASES["default"].setdefault("OPTIONS", {})
 _db_options["options"] = f"{_db_options.get('options', '')} {HNSW_SESSION_OPTIONS}".strip()
+del _db_options
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

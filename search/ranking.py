@@ -7,18 +7,21 @@ Two sides, each taking its top MNEMO_SEARCH_CANDIDATES rows, in one statement (U
 - Vector: cosine distance to the query's embedding, among rows embedded by the current
   model only (a model change never compares vectors of two models).
 
-  The vector side is an exact scan of the user's rows, found through the btree index on
-  (user, embedding_model); there is no HNSW index. An approximate index applies the
-  `WHERE user_id = …` filter after it returns its candidates, and one user owns 1 row in
-  100. bench/search.py measures the choice at 100 users x 1,000 entries (pgvector 0.8.5,
-  2 cores); for the top 10 / top 50 of the user's rows, recall and p50/p95:
+  The vector side orders by `embedding::halfvec(n) <=> query::halfvec(n)`, then ranks the
+  2 x candidates it found by the float32 distance (`vector_side`). For most owners that is
+  an exact scan of their rows, found through the btree on (user, embedding_model): an
+  approximate index over every row applies the `WHERE user_id = …` filter after it
+  returns its candidates, and one user owns 1 row in 100. bench/search.py measured it at
+  100 users x 1,000 entries (pgvector 0.8.5, 2 cores); for the top 10 / top 50 of the
+  user's rows, recall and p50/p95:
     exact scan                          1.00 / 1.00   2.4/3.3 ms  /  2.6/3.2 ms
     HNSW, defaults (ef_search 40)       0.07 / 0.01   0.7 rows returned of 10 or 50
     HNSW, iterative_scan relaxed_order  0.93 / 0.91   13.5/25.5 ms  /  54/67 ms
     HNSW, iterative_scan strict_order   0.79 / 0.82   11.6/22.9 ms  /  36/55 ms
-  Exact is both right and the fastest at the sizes one person's memory reaches; its cost
-  grows with that one user's rows, never with the whole table (bench/heavy.py measures
-  a user with 100,000).
+  The exact scan's cost grows with the owner's rows: an owner with more than
+  MNEMO_SEARCH_OWN_INDEX_ROWS rows gets a partial HNSW index over exactly their rows of
+  the model, on the same halfvec expression (search/vector_index.py), which the planner
+  picks for that owner alone (bench/heavy.py: 100,000 rows among 1,000,000).
 
 search/fusion.py blends the two sides' normalised scores and applies the relevance floor
 of the query's embedding model. The layer that owns the rows then nudges the fused score
@@ -41,9 +44,11 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import connection
 from django.db.models import F, FloatField, Func, QuerySet, TextField, Value
-from pgvector.django import CosineDistance
+from django.db.models.functions import Cast
+from pgvector.django import CosineDistance, HalfVectorField
 
 from lib.errors import InvalidInput
+from lib.search_fields import vector_literal
 from search import fusion
 from search.embeddings import EmbeddingError, get_query_embedder
 from search.fusion import Floor, KeywordRow, Ranks, VectorRow
@@ -178,9 +183,26 @@ def vector_side(
     rows: QuerySet, query: QueryVector, candidates: int, columns: tuple[str, ...]
 ) -> QuerySet:
     """(VECTOR, cosine distance, NULL, pk, *columns) of the `candidates` nearest rows: the
-    keyword side's columns, its coverage left empty."""
-    return (
+    keyword side's columns, its coverage left empty.
+
+    Two steps in one statement: the inner query takes the POOL * `candidates` rows nearest
+    by `embedding::halfvec(n) <=> query::halfvec(n)`, the expression of the per-owner HNSW
+    indexes (search/vector_index.py), so the planner can answer it from an owner's index
+    or else from the btree and an exact sort; the outer one ranks those by the float32
+    cosine distance, ties by pk, and keeps `candidates`. An index scan with
+    hnsw.iterative_scan = relaxed_order returns rows nearly in order; the outer sort puts
+    them in order, and the pool absorbs halfvec's rounding (~1e-3) at the cut."""
+    dimensions = len(query.vector)
+    nearest = (
         rows.filter(embedding_model=query.model, embedding__isnull=False)
+        .annotate(near=HalfvecCosineDistance("embedding", query.vector, dimensions))
+        .order_by("near")
+        .values("pk")[: candidates * POOL]
+    )
+    # The outer query finds the pool by primary key alone (the filters were the inner
+    # query's), so the planner never reads the owner's rows a second time.
+    return (
+        rows.model._base_manager.filter(pk__in=nearest)
         .annotate(
             side=Value(VECTOR),
             order=CosineDistance("embedding", query.vector),
@@ -189,6 +211,24 @@ def vector_side(
         .order_by("order", "pk")
         .values_list("side", "order", "coverage", "pk", *columns)[:candidates]
     )
+
+
+# The vector side's inner query takes this many times the candidates it returns.
+POOL = 2
+
+
+class HalfvecCosineDistance(Func):
+    """`column::halfvec(n) <=> 'query'::halfvec(n)`: the expression the per-owner HNSW
+    indexes are built on (search/vector_index.py), written the same way so the planner
+    matches them."""
+
+    arg_joiner = " <=> "
+    template = "(%(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, column: str, vector: list[float], dimensions: int) -> None:
+        half = HalfVectorField(dimensions=dimensions)
+        super().__init__(Cast(F(column), half), Cast(Value(vector_literal(vector)), half))
 
 
 def headline(query: str, field: str) -> Func:
