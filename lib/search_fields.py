@@ -20,7 +20,8 @@ class WithoutSearchColumnsManager(models.Manager):
 
 class EmbeddingFields(models.Model):
     # No fixed dimension: vectors are compared only with vectors of the same model
-    # (embedding_model), and the vector side scans one user's rows exactly (search/ranking.py).
+    # (embedding_model); the vector side scans one user's rows, or uses that user's own
+    # partial HNSW index, which fixes the dimension per index (search/vector_index.py).
     embedding = VectorField(null=True, blank=True, editable=False)
     embedding_model = models.CharField(max_length=120, blank=True, editable=False)
     embedded_hash = models.CharField(
