@@ -194,11 +194,17 @@ def test_a_chunk_fits_e5s_window(e5):
         assert max(e5.token_count(chunk) for chunk in chunks) <= 512
 
 
-def test_openmp_threads_sleep_while_they_wait_unless_told_otherwise(monkeypatch):
+def test_openmp_threads_spin_briefly_unless_told_otherwise(monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     E5Embedder()
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert os.environ["GOMP_SPINCOUNT"] == "10000"
 
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "500")
     E5Embedder()
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+    assert os.environ["GOMP_SPINCOUNT"] == "500"
+
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # a policy of the admin's: left alone
+    E5Embedder()
+    assert "GOMP_SPINCOUNT" not in os.environ
