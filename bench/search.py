@@ -800,7 +800,7 @@ def bench_search(corpus: Corpus, args: argparse.Namespace, postmaster_pid: int) 
     rest = [t - a for t, a in zip(run.total_ms, accounted, strict=True)]
     print(
         f"    {'python rest':12} {mean(rest):6.2f} / {percentile(rest, 95):6.2f} ms  "
-        "(ORM, RRF, ranking, building the hits)"
+        "(ORM, fusion, ranking, building the hits)"
     )
     print(
         f"  python     this process's CPU {mean(run.cpu_ms):.2f} ms per query of "

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.urls import reverse
 from django.utils.html import escape
@@ -89,7 +90,14 @@ def _why(ranks: Ranks, score: float, factors: str) -> str:
         sides.append(f"by its words (rank {ranks.keyword_rank})")
     if ranks.vector_rank is not None:
         sides.append(f"by meaning (rank {ranks.vector_rank})")
-    return f"Found {' and '.join(sides)}; score {score:.4f} = fused {ranks.fused:.4f} {factors}"
+    blend = (
+        f"{settings.MNEMO_SEARCH_VECTOR_WEIGHT:g} × meaning {ranks.vector:.2f} + "
+        f"{settings.MNEMO_SEARCH_KEYWORD_WEIGHT:g} × words {ranks.keyword:.2f}"
+    )
+    return (
+        f"Found {' and '.join(sides)}; score {score:.4f} = fused {ranks.fused:.4f} "
+        f"({blend}) {factors}"
+    )
 
 
 def _memory_url(hit: MemoryHit) -> str:

@@ -196,6 +196,8 @@ def test_results_hold_the_memory_and_the_document_with_links_and_score_parts(as_
     # Both sides found both rows first: the score parts say so.
     assert body.count('">words #1 · meaning #1</span>') == 2
     assert 'title="Found by its words (rank 1) and by meaning (rank 1); score ' in body
+    # Each is the best on both sides: the blend's parts are both 1.
+    assert "= fused 1.0000 (0.7 × meaning 1.00 + 0.3 × words 1.00) × freshness" in body
 
 
 def test_profile_and_style_hits_link_to_their_tabs(as_alice, alice):
