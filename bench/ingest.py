@@ -57,7 +57,7 @@ from bench.api import (  # noqa: E402 - needs the project root on sys.path
     setup_django,
 )
 from bench.common import percentile, prepare_environment, print_machine, verdict  # noqa: E402
-from bench.retrieval import CELERY_WORKERS, WEB, Workers, print_logs, stack_meter  # noqa: E402
+from bench.retrieval import Workers, app_stack, print_logs, stack_meter  # noqa: E402
 from bench.search import TextMaker  # noqa: E402
 
 WRITE_PATH = "/api/v1/tools/create_memory"
@@ -463,14 +463,7 @@ def run(args: argparse.Namespace, data_dir: Path, valkey: Valkey) -> int:
     user, _, token = new_agent("bench-ingest")
     connections.close_all()
     print(f"embedders  memories {model_of('memories')}, documents {model_of('documents')}")
-    with (
-        Server(WEB, data_dir, valkey) as server,
-        Workers(CELERY_WORKERS, data_dir, server.port) as workers,
-    ):
-        print(
-            f"stack      gunicorn {WEB.label} on 127.0.0.1:{server.port}, "
-            f"{CELERY_WORKERS} Celery workers (--pool solo)"
-        )
+    with app_stack(data_dir, valkey) as (server, workers):
         burst = bench_burst(server, workers, valkey, user.pk, token, args)
         if burst is None:
             return EXIT_ALL_FAILED

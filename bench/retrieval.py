@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -35,9 +36,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the project (Django settings, apps) and bench.*
@@ -641,9 +645,9 @@ def report_targets(first: Pass, second: Pass, search_p95: float, empty: float) -
 # --- main -------------------------------------------------------------------------------
 
 
-def run(conversations: list[Conversation], data_dir: Path, valkey: Valkey) -> int:
-    model = current_model()
-    print(f"embedder   {model} (the current model: rows count as embedded by it)")
+@contextlib.contextmanager
+def app_stack(data_dir: Path, valkey: Valkey) -> Iterator[tuple[Server, Workers]]:
+    """The web server and the Celery workers as `make run` starts them, said in one line."""
     with (
         Server(WEB, data_dir, valkey) as server,
         Workers(CELERY_WORKERS, data_dir, server.port) as workers,
@@ -652,6 +656,13 @@ def run(conversations: list[Conversation], data_dir: Path, valkey: Valkey) -> in
             f"stack      gunicorn {WEB.label} on 127.0.0.1:{server.port}, "
             f"{CELERY_WORKERS} Celery workers (--pool solo)"
         )
+        yield server, workers
+
+
+def run(conversations: list[Conversation], data_dir: Path, valkey: Valkey) -> int:
+    model = current_model()
+    print(f"embedder   {model} (the current model: rows count as embedded by it)")
+    with app_stack(data_dir, valkey) as (server, workers):
         facts = sum(len(c.facts) for c in conversations)
         print(f"\nwriting {facts} facts through create_memory, one request at a time")
         with stack_meter(server, workers, valkey) as meter:
