@@ -33,6 +33,7 @@ from django.db.models import QuerySet
 K1 = 1.2
 B = 0.75
 KEY_WEIGHT = 2.0
+SIDE = "keyword"  # the first column of this side's rows in the search statement
 
 
 class AnyWordQuery(SearchQuery):
@@ -47,7 +48,7 @@ class AnyWordQuery(SearchQuery):
 def keyword_side_sql(
     rows: QuerySet, query: str, candidates: int, columns: tuple[str, ...]
 ) -> tuple[str, list]:
-    """SQL and params of a SELECT of ('keyword', BM25 score, coverage, pk, *columns) for
+    """SQL and params of a SELECT of (SIDE, BM25 score, coverage, pk, *columns) for
     the best `candidates` of `rows` matching any word of the query, best first."""
     matched_sql, matched_params = (
         rows.filter(search_vector=AnyWordQuery(query, config="english"))
@@ -89,9 +90,9 @@ def keyword_side_sql(
                 ORDER BY score DESC, tf.id
                 LIMIT %s
             )
-            SELECT 'keyword' AS side, s.score, s.coverage, m.id{picked}
+            SELECT %s AS side, s.score, s.coverage, m.id{picked}
             FROM scored s JOIN matched m USING (id)
         ) AS keyword_side
     """  # noqa: S608 - names come from the models, values are parameters
-    params = [*matched_params, query, *count_params, KEY_WEIGHT, K1, K1, B, B, candidates]
+    params = [*matched_params, query, *count_params, KEY_WEIGHT, K1, K1, B, B, candidates, SIDE]
     return sql, params

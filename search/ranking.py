@@ -52,6 +52,7 @@ from lib.search_fields import vector_literal
 from search import fusion
 from search.embeddings import EmbeddingError, get_query_embedder
 from search.fusion import Floor, KeywordRow, Ranks, VectorRow
+from search.keyword import SIDE as KEYWORD
 from search.keyword import AnyWordQuery, keyword_side_sql
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def floor_for(vector: QueryVector | None) -> Floor:
     return fusion.floor_for_model(vector.model if vector is not None else None)
 
 
-KEYWORD, VECTOR = "keyword", "vector"
+VECTOR = "vector"  # the keyword side's rows say KEYWORD (search/keyword.py)
 
 
 def vector_side(
