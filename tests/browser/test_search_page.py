@@ -138,3 +138,26 @@ def test_search_works_without_javascript(signed_in_page, parcel):
     results(page).get_by_role("link", name="projects/parcel.md").click()
     expect(page).to_have_url(re.compile(r"/documents/mine/file/projects/parcel\.md$"))
     expect(page.locator("#doc-body")).to_contain_text("The QX-88213 parcel of alice arrived late.")
+
+
+def test_nothing_close_says_no_matches_and_shows_the_closest_on_request(
+    signed_in_page, parcel, url
+):
+    from search.embeddings import get_embedder
+    from search.indexing import embed_rows, rows_needing_vectors
+    from search.registry import sources
+
+    for source in sources():  # vectors, so that something can come closest by meaning
+        embedder = get_embedder(source.embedder_role)
+        embed_rows(rows_needing_vectors(source, embedder.model), embedder)
+    page = signed_in_page(parcel)
+    page.goto(url("search") + "?q=xylophone+quartet")
+
+    expect(results(page)).to_contain_text("No matches for “xylophone quartet”.")
+    expect(results(page)).not_to_contain_text("QX-88213")
+    page.get_by_role("link", name="Show what came closest anyway").click()
+
+    expect(page).to_have_url(re.compile(r"/search/\?q=xylophone%20quartet&closest=1$"))
+    expect(results(page)).to_contain_text("Closest, though not a match:")
+    expect(results(page).locator(".value")).to_have_text("Order QX-88213 of alice was refunded")
+    expect(results(page)).not_to_contain_text("bob")
