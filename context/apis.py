@@ -7,16 +7,24 @@ call it, and answer in the API's shapes.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.validators import ProhibitNullCharactersValidator
-from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
-from rest_framework import serializers
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
+from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from context import services
+from context import selectors, services
 from context.paths import MAX_PATH_LENGTH, normalize_folder
 from context.search import search_documents
 from context.workspace import (
@@ -29,7 +37,16 @@ from context.workspace import (
     workspace_tree,
     workspace_write,
 )
-from lib.api import TextField, ToolInput, WholeNumberField, error_response, error_responses
+from lib.api import (
+    ErrorSerializer,
+    TextField,
+    ToolInput,
+    WholeNumberField,
+    error_response,
+    error_responses,
+)
+from lib.errors import InvalidInput, NotFound, VersionConflict
+from lib.http_errors import error_body
 from lib.tool_api import ToolApi
 from profiles.models import SystemToken
 from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
@@ -45,6 +62,7 @@ if TYPE_CHECKING:
     from rest_framework.request import Request
 
     from context.models import Document
+    from context.selectors import DocumentState
 
 TOOL_TAG = "workspace tools"
 MAX_TREE_DEPTH = 10
@@ -83,6 +101,79 @@ def document_errors(*codes: int) -> dict[int, Any]:
     return {code: DOCUMENT_ERRORS.get(code) or error_responses(code)[code] for code in codes}
 
 
+# --- versions: base_version in the body, or If-Match with the version's ETag ---------------
+
+
+def version_etag(version_id: int) -> str:
+    """The ETag of a document version, the one format: `"v<version id>"`, quotes included."""
+    return f'"v{version_id}"'
+
+
+ETAG_PATTERN = re.compile(r'"v([1-9][0-9]{0,17})"')
+ETAG_EXAMPLE = version_etag(17)
+BASE_VERSION_HELP = (
+    "Optional: the version_id memory_read gave you (or a previous write's version_id). The "
+    "change applies only while that is still the document's current version; if someone "
+    "changed it since, nothing changes and the answer is 409 version_conflict naming the "
+    "current version; read it again and apply your change to it. Without base_version the "
+    "change applies regardless."
+)
+
+
+def _etag_header(version_id: int | None) -> dict[str, str]:
+    return {} if version_id is None else {"ETag": version_etag(version_id)}
+
+
+def _base_version(request: Request, in_body: int | None) -> int | None:
+    """The version the caller started from: base_version, or the If-Match ETag (400 if
+    both are given and name different versions, or If-Match is not one of our ETags)."""
+    header = request.headers.get("If-Match")
+    if header is None:
+        return in_body
+    match = ETAG_PATTERN.fullmatch(header.strip())
+    if match is None:
+        raise InvalidInput(
+            f"If-Match takes one ETag as memory_read answers it, such as {ETAG_EXAMPLE}; "
+            f"got {header[:40]!r}.",
+            field="If-Match",
+        )
+    from_header = int(match[1])
+    if in_body is not None and in_body != from_header:
+        raise InvalidInput(
+            f"base_version {in_body} and If-Match {version_etag(from_header)} name different "
+            "versions; send one of them, or the same version in both.",
+            field="base_version",
+        )
+    return from_header
+
+
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description=f"The ETag memory_read answered, e.g. {ETAG_EXAMPLE}: the same check as "
+    "base_version (send either; if both, they must name the same version).",
+)
+ETAG_HEADER = OpenApiParameter(
+    "ETag",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    response=[200],
+    description=f"The document's version as an ETag, e.g. {ETAG_EXAMPLE}: the one read or "
+    "just written; send it back as If-Match to change that version only. Absent for a "
+    "document with no recorded version.",
+)
+CONFLICT_ETAG_HEADER = OpenApiParameter(
+    "ETag",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    response=[409],
+    description="With version_conflict: the document's current version as an ETag (absent "
+    "when there is no document at the path any more).",
+)
+
+
 @extend_schema_field(
     {"type": "string", "minLength": 1, "maxLength": MAX_PATH_LENGTH, "description": PATH_HELP}
 )
@@ -113,12 +204,22 @@ class PathInput(ToolInput):
     path = PathField()
 
 
+def _base_version_field() -> WholeNumberField:
+    return WholeNumberField(required=False, min_value=1, help_text=BASE_VERSION_HELP)
+
+
 class WriteInput(ToolInput):
     path = PathField()
     content = _content_field(
         f"The whole new body, UTF-8 text up to {services.MAX_BODY_BYTES} bytes (1 MB).",
         allow_blank=True,
     )
+    base_version = _base_version_field()
+
+
+class DeleteInput(ToolInput):
+    path = PathField()
+    base_version = _base_version_field()
 
 
 class AppendInput(ToolInput):
@@ -155,6 +256,15 @@ class DocumentSerializer(serializers.Serializer):
     scope = serializers.ChoiceField(choices=SCOPES, help_text=SCOPE_HELP)
     content = serializers.CharField(source="body")
     updated_at = serializers.DateTimeField()
+    version_id = serializers.IntegerField(
+        allow_null=True,
+        help_text="The current version of this content: pass it as base_version to "
+        "memory_write or memory_delete so they refuse to overwrite a change you have not "
+        "seen. Null only for a document with no recorded version.",
+    )
+    etag = serializers.CharField(
+        allow_null=True, help_text=f"The same version as an ETag ({ETAG_EXAMPLE}), for If-Match."
+    )
 
 
 class WrittenSerializer(serializers.Serializer):
@@ -178,6 +288,14 @@ class TreeSerializer(serializers.Serializer):
     path = serializers.CharField(allow_blank=True)
     depth = serializers.IntegerField()
     entries = TreeEntrySerializer(many=True)
+
+
+class WriteResultSerializer(WrittenSerializer):
+    replaced_version = serializers.IntegerField(
+        allow_null=True,
+        help_text="The version that was current before this write (what it replaced); null "
+        "when the write created the document.",
+    )
 
 
 class DeletedSerializer(serializers.Serializer):
@@ -205,6 +323,43 @@ WRITTEN_EXAMPLE = {
     "version_id": 17,
     "updated_at": "2026-11-21T09:30:00Z",
 }
+READ_EXAMPLE = {
+    "path": "notes/ideas.md",
+    "scope": "user",
+    "content": "# Ideas\n- a weekly digest\n",
+    "updated_at": "2026-11-21T09:30:00Z",
+    "version_id": 17,
+    "etag": ETAG_EXAMPLE,
+}
+
+
+VERSION_CONFLICT_RESPONSE = OpenApiResponse(
+    ErrorSerializer,
+    description="version_conflict: the document changed (or was deleted) since base_version "
+    "or the If-Match ETag; nothing was changed. The message and the ETag header name the "
+    "current version: read it again (memory_read), apply your change to it and retry. "
+    "memory_paused: the user paused memory.",
+    examples=[
+        OpenApiExample(
+            "version_conflict",
+            value=error_body(
+                "version_conflict",
+                "'notes/ideas.md' changed since you opened it: you started from version 16, "
+                "and it is now version 17. Reload it and apply your edit again.",
+                "base_version",
+            ),
+            response_only=True,
+        ),
+        OpenApiExample(
+            "memory_paused",
+            value=error_body(
+                "memory_paused",
+                "Memory is paused by the user; agents cannot change it until resumed.",
+            ),
+            response_only=True,
+        ),
+    ],
+)
 
 
 class WorkspaceToolApi(ToolApi):
@@ -219,14 +374,41 @@ class WorkspaceToolApi(ToolApi):
 
 
 def _written(caller: Caller, document: Document) -> dict[str, Any]:
-    body = {
+    return WrittenSerializer(_written_fields(caller, document)).data
+
+
+def _written_fields(caller: Caller, document: Document) -> dict[str, Any]:
+    return {
         "path": shown_path(caller, document),
         "scope": document.scope,
         "size": len(document.body),
         "version_id": document.written_version.pk,
         "updated_at": document.updated_at,
     }
-    return WrittenSerializer(body).data
+
+
+def _document(caller: Caller, state: DocumentState) -> dict[str, Any]:
+    """A document as memory_read answers it, with its current version."""
+    document = state.document
+    body = {
+        "path": shown_path(caller, document),
+        "scope": document.scope,
+        "body": document.body,
+        "updated_at": document.updated_at,
+        "version_id": state.version_id,
+        "etag": None if state.version_id is None else version_etag(state.version_id),
+    }
+    return DocumentSerializer(body).data
+
+
+def _version_conflict(conflict: VersionConflict) -> Response:
+    """409 in the API's one error shape; the message and the ETag header name the version
+    that is current (lib/api.py would answer a subclass of Conflict with a 400)."""
+    return Response(
+        error_body(conflict.code, conflict.message, conflict.field),
+        status=status.HTTP_409_CONFLICT,
+        headers=_etag_header(conflict.current_version),
+    )
 
 
 class DocumentReadApi(WorkspaceToolApi):
@@ -236,22 +418,24 @@ class DocumentReadApi(WorkspaceToolApi):
         summary="Read a document",
         description="The whole document at path. Your user's own document comes first; "
         "where they have none, a readable company document at that path is returned "
-        "(scope says which).",
+        "(scope says which). version_id (and the ETag header) name this version: pass it as "
+        "base_version to memory_write or memory_delete to change only this version.",
         request=PathInput,
+        parameters=[ETAG_HEADER],
         responses={200: DocumentSerializer, **document_errors(400, 401, 404, 413, 429)},
-        examples=[OpenApiExample("Read notes", value={"path": "MEMORY.md"}, request_only=True)],
+        examples=[
+            OpenApiExample("Read notes", value={"path": "MEMORY.md"}, request_only=True),
+            OpenApiExample("Read", value=READ_EXAMPLE, response_only=True),
+        ],
     )
     def post(self, request: Request) -> Response:
         path = self.validated(PathInput)["path"]
         caller = self.caller()
         document = workspace_read(caller=caller, path=path)
-        body = {
-            "path": shown_path(caller, document),
-            "scope": document.scope,
-            "body": document.body,
-            "updated_at": document.updated_at,
-        }
-        return Response(DocumentSerializer(body).data)
+        state = selectors.document_state(document_id=document.pk)
+        if state is None:  # deleted a moment ago
+            raise NotFound(f"No document at '{shown_path(caller, document)}'.", field="path")
+        return Response(_document(caller, state), headers=_etag_header(state.version_id))
 
 
 class DocumentWriteApi(WorkspaceToolApi):
@@ -260,22 +444,54 @@ class DocumentWriteApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="Create or replace a document",
         description="Write the whole body of the document at path, creating it if new. "
-        "The previous body stays in the document's history, so the user can undo it." + PLACES_HELP,
+        "The previous body stays in the document's history, so the user can undo it. "
+        "To be sure you do not overwrite a change you have not seen (another agent or the "
+        "user may write too), pass the version_id memory_read gave you as base_version (or "
+        "its ETag as If-Match): if the document changed or was deleted since, nothing is "
+        "written and the answer is 409 version_conflict naming the current version; read it "
+        "again and apply your change to it. Without base_version the write applies "
+        "regardless; replaced_version in the answer says which version it replaced." + PLACES_HELP,
         request=WriteInput,
-        responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
+        parameters=[IF_MATCH, ETAG_HEADER, CONFLICT_ETAG_HEADER],
+        responses={
+            200: WriteResultSerializer,
+            **document_errors(400, 401, 403, 413, 429),
+            409: VERSION_CONFLICT_RESPONSE,
+        },
         examples=[
             OpenApiExample(
                 "Write notes",
                 value={"path": "notes/ideas.md", "content": "# Ideas\n- a weekly digest\n"},
                 request_only=True,
             ),
-            OpenApiExample("Written", value=WRITTEN_EXAMPLE, response_only=True),
+            OpenApiExample(
+                "Change the version you read",
+                value={
+                    "path": "notes/ideas.md",
+                    "content": "# Ideas\n- a weekly digest\n- a dark mode\n",
+                    "base_version": 17,
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Written", value={**WRITTEN_EXAMPLE, "replaced_version": 16}, response_only=True
+            ),
         ],
     )
     def post(self, request: Request) -> Response:
         data = self.validated(WriteInput)
         caller = self.caller()
-        return Response(_written(caller, workspace_write(caller=caller, **data)))
+        base_version = _base_version(request, data.get("base_version"))
+        try:
+            document = workspace_write(
+                caller=caller, path=data["path"], content=data["content"], base_version=base_version
+            )
+        except VersionConflict as conflict:
+            return _version_conflict(conflict)
+        written = document.written_version
+        replaced = selectors.version_replaced_id(version=written)
+        body = {**_written_fields(caller, document), "replaced_version": replaced}
+        return Response(WriteResultSerializer(body).data, headers=_etag_header(written.pk))
 
 
 class DocumentAppendApi(WorkspaceToolApi):
@@ -330,17 +546,34 @@ class DocumentDeleteApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="Delete a document",
         description="Delete the document at path; 404 if there is none. Its content stays "
-        "in its history, so the user can restore it.",
-        request=PathInput,
-        responses={200: DeletedSerializer, **document_errors(400, 401, 403, 404, 409, 413, 429)},
+        "in its history, so the user can restore it. With base_version (the version_id "
+        "memory_read gave you) or its ETag as If-Match, a document that changed since is "
+        "not deleted: 409 version_conflict naming the current version.",
+        request=DeleteInput,
+        parameters=[IF_MATCH, CONFLICT_ETAG_HEADER],
+        responses={
+            200: DeletedSerializer,
+            **document_errors(400, 401, 403, 404, 413, 429),
+            409: VERSION_CONFLICT_RESPONSE,
+        },
         examples=[
             OpenApiExample("Delete", value={"path": "notes/old.md"}, request_only=True),
+            OpenApiExample(
+                "Delete the version you read",
+                value={"path": "notes/old.md", "base_version": 17},
+                request_only=True,
+            ),
         ],
     )
     def post(self, request: Request) -> Response:
-        path = self.validated(PathInput)["path"]
+        data = self.validated(DeleteInput)
+        path = data["path"]
         caller = self.caller()
-        version = workspace_delete(caller=caller, path=path)
+        base_version = _base_version(request, data.get("base_version"))
+        try:
+            version = workspace_delete(caller=caller, path=path, base_version=base_version)
+        except VersionConflict as conflict:
+            return _version_conflict(conflict)
         body = {"deleted": True, "path": shown_path(caller, version), "version_id": version.pk}
         return Response(DeletedSerializer(body).data)
 

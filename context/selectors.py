@@ -1,5 +1,6 @@
 """Reads for the Documents pages: the scopes a user may see, and lookups that return None
-for anything outside them, so a view can 404 without telling whose it was.
+for anything outside them, so a view can 404 without telling whose it was. Also which
+version of a document is current, as the agent API reports it (document_state).
 
 A scope is named in URLs by a key: "mine" (the user's own documents), "agents/<name>"
 (private to one of the user's agents) or "company" (the global scope, read-only, and only
@@ -13,12 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from context.models import Document, DocumentVersion
 from context.paths import InvalidPath, normalize_path
-from context.services import DAILY_FOLDER, user_timezone
+from context.services import DAILY_FOLDER, NEWEST_FIRST, user_timezone
 from profiles.models import Agent
 
 if TYPE_CHECKING:
@@ -154,3 +155,45 @@ def daily_log_path(*, user: AbstractBaseUser, now: datetime.datetime | None = No
     """daily/YYYY-MM-DD.md for today in the user's timezone, as append_daily_memory writes."""
     local = (now or timezone.now()).astimezone(user_timezone(user))
     return f"{DAILY_FOLDER}/{local:%Y-%m-%d}.md"
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    """A document with the id of its newest version (None if it has none), read together."""
+
+    document: Document
+    version_id: int | None
+
+
+def document_state(*, document_id: int) -> DocumentState | None:
+    """The document as it is now and its newest version, in one statement, so the body and
+    the version an API caller gets agree (the version is what base_version and If-Match name
+    to change this body); None once it is deleted. No scope check: the caller found it."""
+    newest = (
+        DocumentVersion.objects.filter(document=OuterRef("pk"))
+        .order_by(*NEWEST_FIRST)
+        .values("pk")[:1]
+    )
+    found = (
+        Document.objects.filter(pk=document_id).annotate(newest_version_id=Subquery(newest)).first()
+    )
+    if found is None:
+        return None
+    return DocumentState(document=found, version_id=found.newest_version_id)
+
+
+def version_replaced_id(*, version: DocumentVersion) -> int | None:
+    """The id of the version of the same document that `version` came after: what a write
+    replaced, or None for the one that created the document. Exact, since a document's
+    versions are written one at a time under its row lock."""
+    if version.document_id is None:
+        return None
+    earlier = Q(created_at__lt=version.created_at) | Q(
+        created_at=version.created_at, pk__lt=version.pk
+    )
+    return (
+        DocumentVersion.objects.filter(earlier, document_id=version.document_id)
+        .order_by(*NEWEST_FIRST)
+        .values_list("pk", flat=True)
+        .first()
+    )

@@ -21,7 +21,7 @@ from django.utils import timezone
 from activity import events
 from context.models import Document, DocumentChunk, DocumentVersion, VersionAction
 from context.paths import InvalidPath, normalize_folder, normalize_path
-from lib.errors import Conflict, InvalidInput, NotFound
+from lib.errors import InvalidInput, NotFound, VersionConflict
 from memory.models import Memory
 from profiles.services import agent_check_owner, check_agents_may_write
 from search.chunking import split_into_chunks
@@ -79,9 +79,10 @@ def document_write(
 ) -> Document:
     """Create the document, or replace its whole body.
 
-    With base_version (the id of the version the caller edited), a document that changed
-    since then is not overwritten: Conflict, and nothing is written. With create_only, an
-    existing document is a Conflict too (atomic, unlike checking first).
+    base_version is the id of the version the caller's text started from (the newest one
+    when it read the document): a document that changed since then, or was deleted, is not
+    overwritten (_check_base_version). With create_only, an existing document is a
+    VersionConflict too (atomic, unlike checking first). Either way nothing is written.
     """
     scope = _scope(user, agent)
     path = _writable_path(user, agent, path)
@@ -92,12 +93,13 @@ def document_write(
             **scope, path=path, defaults={"body": content}
         )
         if create_only and not created:
-            raise Conflict(f"'{path}' already exists; open it to edit it.", field="path")
-        if base_version is not None and _latest_version_id(document) != base_version:
-            raise Conflict(
-                f"'{path}' changed since you opened it; reload it and apply your edit again.",
-                field="content",
+            raise VersionConflict(
+                f"'{path}' already exists; open it to edit it.",
+                field="path",
+                current_version=_latest_version_id(document),
             )
+        if base_version is not None:
+            _check_base_version(None if created else document, path=path, base_version=base_version)
         if not created:
             document.body = content
             document.save(update_fields=["body", "updated_at"])
@@ -235,9 +237,18 @@ def tree_entries(rows: list[TreeRow], *, folder: str, depth: int) -> list[TreeEn
 
 
 def document_delete(
-    *, user: AbstractBaseUser | None, agent: Agent | None = None, path: str, actor: Actor
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    path: str,
+    actor: Actor,
+    base_version: int | None = None,
 ) -> DocumentVersion:
-    """Delete a document; its last content stays in the returned version for restore."""
+    """Delete a document; its last content stays in the returned version for restore.
+
+    With base_version, a document that changed since that version is not deleted
+    (_check_base_version); a missing one is NotFound with or without it.
+    """
     scope = _scope(user, agent)
     path = normalize_path(path)
     with transaction.atomic():
@@ -245,6 +256,8 @@ def document_delete(
         document = Document.objects.select_for_update().filter(**scope, path=path).first()
         if document is None:
             raise NotFound(f"No document at '{path}'.", field="path")
+        if base_version is not None:
+            _check_base_version(document, path=path, base_version=base_version)
         version = DocumentVersion.objects.create(
             document=None,
             user_id=document.user_id,
@@ -304,15 +317,41 @@ def document_latest_version_id(document: Document) -> int | None:
     return _latest_version_id(document)
 
 
+# Which of a document's versions is its newest, for every reader of that question.
+NEWEST_FIRST = ("-created_at", "-id")
+
+
 def _latest_version_id(document: Document) -> int | None:
     if document.pk is None:
         return None
     return (
         DocumentVersion.objects.filter(document=document)
-        .order_by("-created_at", "-id")
+        .order_by(*NEWEST_FIRST)
         .values_list("pk", flat=True)
         .first()
     )
+
+
+def _check_base_version(document: Document | None, *, path: str, base_version: int) -> None:
+    """Optimistic concurrency, one rule for the pages and the API: a change made from the
+    version base_version applies only while that is still the newest version of the document
+    (which the caller holds locked); a document that does not exist (None) has no version.
+    Otherwise VersionConflict, and the caller's transaction writes nothing."""
+    if document is None:
+        raise VersionConflict(
+            f"'{path}' does not exist (any more): there is no version {base_version} of it to "
+            "change.",
+            field="base_version",
+        )
+    current = _latest_version_id(document)
+    if current != base_version:
+        now = "has no recorded version" if current is None else f"is now version {current}"
+        raise VersionConflict(
+            f"'{path}' changed since you opened it: you started from version {base_version}, "
+            f"and it {now}. Reload it and apply your edit again.",
+            field="base_version",
+            current_version=current,
+        )
 
 
 # Well-known files.

@@ -158,11 +158,25 @@ def workspace_read(*, caller: Caller, path: str) -> Document:
         return shared
 
 
-def workspace_write(*, caller: Caller, path: str, content: str) -> Document:
-    """Create or replace in the caller's own scope; `written_version` is this change's."""
+def workspace_write(
+    *, caller: Caller, path: str, content: str, base_version: int | None = None
+) -> Document:
+    """Create or replace in the caller's own scope; `written_version` is this change's.
+
+    base_version is the version the caller read at this path (the services refuse a stale
+    one). Where the user has no document there and the caller read the company's, it names
+    that document's version: the write then makes the user's own copy, unless one appeared
+    meanwhile."""
     place = _place(caller, normalize_path(path), writing=True)
+    create_only = base_version is not None and _reads_shared_version(caller, place, base_version)
     return services.document_write(
-        user=place.user, agent=place.agent, path=place.path, content=content, actor=caller.actor
+        user=place.user,
+        agent=place.agent,
+        path=place.path,
+        content=content,
+        actor=caller.actor,
+        base_version=None if create_only else base_version,
+        create_only=create_only,
     )
 
 
@@ -173,12 +187,18 @@ def workspace_append(*, caller: Caller, path: str, content: str) -> Document:
     )
 
 
-def workspace_delete(*, caller: Caller, path: str) -> DocumentVersion:
+def workspace_delete(
+    *, caller: Caller, path: str, base_version: int | None = None
+) -> DocumentVersion:
     path = normalize_path(path)
     place = _place(caller, path, writing=True)
     try:
         return services.document_delete(
-            user=place.user, agent=place.agent, path=place.path, actor=caller.actor
+            user=place.user,
+            agent=place.agent,
+            path=place.path,
+            actor=caller.actor,
+            base_version=base_version,
         )
     except NotFound:
         if _readable_global(caller, place) is not None:
@@ -231,6 +251,17 @@ def _readable_global(caller: Caller, place: Place) -> Document | None:
     ):
         return None
     return Document.objects.filter(user=None, agent=None, path=place.path).first()
+
+
+def _reads_shared_version(caller: Caller, place: Place, version_id: int) -> bool:
+    """Whether the caller reads a company document at this place (the user has none of
+    their own there) and version_id is its newest version."""
+    shared = _readable_global(caller, place)
+    return (
+        shared is not None
+        and not Document.objects.filter(user=place.user, agent=None, path=place.path).exists()
+        and services.document_latest_version_id(shared) == version_id
+    )
 
 
 def _visible_rows(caller: Caller, folder: str) -> list[TreeRow]:

@@ -34,6 +34,15 @@ SERVICE_ERROR_STATUS = {
 }
 
 
+def service_error_status(error: ServiceError) -> int:
+    """The status of the error's nearest class in SERVICE_ERROR_STATUS (a VersionConflict
+    is a Conflict: 409); 400 for any other."""
+    for cls in type(error).__mro__:
+        if cls in SERVICE_ERROR_STATUS:
+            return SERVICE_ERROR_STATUS[cls]
+    return status.HTTP_400_BAD_REQUEST
+
+
 class RequestTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "too_large"
@@ -62,8 +71,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, RequestDataTooBig):
         exc = _too_large()
     if isinstance(exc, ServiceError):
-        status_code = SERVICE_ERROR_STATUS.get(type(exc), status.HTTP_400_BAD_REQUEST)
-        return Response(error_body(exc.code, exc.message, exc.field), status=status_code)
+        return Response(
+            error_body(exc.code, exc.message, exc.field), status=service_error_status(exc)
+        )
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -32,3 +32,18 @@ class Forbidden(ServiceError):
     """The caller may see this but not change it (or may not use this at all)."""
 
     code = "forbidden"
+
+
+class VersionConflict(Conflict):
+    """A change made from a version of a document that is no longer its newest (or from no
+    document, where one now exists); nothing was written. current_version is the newest
+    version's id when the conflict was found (None if there is no document), so the caller
+    can re-read and retry."""
+
+    code = "version_conflict"
+
+    def __init__(
+        self, message: str, *, field: str | None = None, current_version: int | None = None
+    ) -> None:
+        super().__init__(message, field=field)
+        self.current_version = current_version

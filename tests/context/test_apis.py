@@ -158,6 +158,389 @@ def test_content_over_one_megabyte_is_400_naming_the_limit(call_tool, alice, ali
     assert not Document.objects.exists()
 
 
+# --- versions: base_version and If-Match --------------------------------------------------
+
+
+@pytest.fixture
+def call_with(client):
+    """POST a tool call with extra headers: call_with(token, "memory_write", {...}, If_Match=…)."""
+
+    def call(token, name, body, **headers):
+        return client.post(
+            f"/api/v1/tools/{name}",
+            data=json.dumps(body),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {token}"}
+            | {key.replace("_", "-"): value for key, value in headers.items()},
+        )
+
+    return call
+
+
+def snapshot():
+    """Every document and version, to show a refused call changed nothing."""
+    return (
+        list(Document.objects.order_by("pk").values_list("pk", "user", "agent", "path", "body")),
+        list(DocumentVersion.objects.order_by("pk").values_list("pk", "action", "body")),
+    )
+
+
+def read(call_tool, token, path):
+    response = call_tool(token, "memory_read", {"path": path})
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def stale(path, base, current):
+    """The 409 a change from version `base` gets once `current` is the newest."""
+    return {
+        "code": "version_conflict",
+        "message": f"'{path}' changed since you opened it: you started from version {base}, "
+        f"and it is now version {current}. Reload it and apply your edit again.",
+        "field": "base_version",
+    }
+
+
+def test_read_answers_the_current_version_and_its_etag(call_tool, alice, alice_token):
+    written = call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v1"})
+
+    response = call_tool(alice_token, "memory_read", {"path": "plan.md"})
+
+    v1 = written.json()["version_id"]
+    assert (response.json()["version_id"], response.json()["etag"]) == (v1, f'"v{v1}"')
+    assert response.headers["ETag"] == written.headers["ETag"] == f'"v{v1}"'
+    appended = call_tool(alice_token, "memory_append", {"path": "plan.md", "content": "more"})
+    again = call_tool(alice_token, "memory_read", {"path": "plan.md"})
+    assert again.json()["version_id"] == appended.json()["version_id"] > v1
+    assert again.headers["ETag"] == f'"v{appended.json()["version_id"]}"'
+
+
+def test_two_agents_read_v1_the_first_write_wins_the_second_is_409(
+    call_tool, alice, alice_token, second_agent_token
+):
+    call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v1"})
+    mine = read(call_tool, alice_token, "plan.md")
+    theirs = read(call_tool, second_agent_token, "plan.md")
+    assert mine["version_id"] == theirs["version_id"]
+    v1 = mine["version_id"]
+
+    first = call_tool(
+        alice_token, "memory_write", {"path": "plan.md", "content": "first", "base_version": v1}
+    )
+    before = snapshot()
+    second = call_tool(
+        second_agent_token,
+        "memory_write",
+        {"path": "plan.md", "content": "second", "base_version": v1},
+    )
+
+    assert first.status_code == 200, first.content
+    v2 = first.json()["version_id"]
+    assert first.json()["replaced_version"] == v1
+    assert second.status_code == 409
+    assert error(second) == stale("plan.md", v1, v2)
+    assert second.headers["ETag"] == f'"v{v2}"'
+    assert snapshot() == before
+    assert body_of(alice, "plan.md") == "first"
+    # Reading again and applying the change to the current version is accepted.
+    current = read(call_tool, second_agent_token, "plan.md")
+    assert (current["version_id"], current["content"]) == (v2, "first")
+    retried = call_tool(
+        second_agent_token,
+        "memory_write",
+        {"path": "plan.md", "content": "first + second", "base_version": v2},
+    )
+    assert (retried.status_code, retried.json()["replaced_version"]) == (200, v2)
+    assert body_of(alice, "plan.md") == "first + second"
+
+
+def test_if_match_with_the_etag_works_like_base_version(
+    call_tool, call_with, alice, alice_token, second_agent_token
+):
+    call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v1"})
+    etag = call_tool(alice_token, "memory_read", {"path": "plan.md"}).headers["ETag"]
+    v1 = int(etag.strip('"v'))
+
+    first = call_with(
+        alice_token, "memory_write", {"path": "plan.md", "content": "first"}, If_Match=etag
+    )
+    before = snapshot()
+    second = call_with(
+        second_agent_token, "memory_write", {"path": "plan.md", "content": "second"}, If_Match=etag
+    )
+
+    assert first.status_code == 200, first.content
+    v2 = first.json()["version_id"]
+    assert (first.headers["ETag"], first.json()["replaced_version"]) == (f'"v{v2}"', v1)
+    assert second.status_code == 409
+    assert error(second) == stale("plan.md", v1, v2)
+    assert second.headers["ETag"] == first.headers["ETag"]
+    assert snapshot() == before
+    # The same version in both places is accepted.
+    both = call_with(
+        alice_token,
+        "memory_write",
+        {"path": "plan.md", "content": "third", "base_version": v2},
+        If_Match=first.headers["ETag"],
+    )
+    assert both.status_code == 200, both.content
+    assert body_of(alice, "plan.md") == "third"
+
+
+def test_base_version_and_if_match_that_disagree_are_400(call_tool, call_with, alice, alice_token):
+    call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v1"})
+    v1 = read(call_tool, alice_token, "plan.md")["version_id"]
+    before = snapshot()
+
+    for tool, body in [
+        ("memory_write", {"path": "plan.md", "content": "x", "base_version": v1}),
+        ("memory_delete", {"path": "plan.md", "base_version": v1}),
+    ]:
+        response = call_with(alice_token, tool, body, If_Match=f'"v{v1 + 1}"')
+        assert response.status_code == 400, tool
+        assert error(response) == {
+            "code": "invalid",
+            "message": f'base_version {v1} and If-Match "v{v1 + 1}" name different versions; '
+            "send one of them, or the same version in both.",
+            "field": "base_version",
+        }
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "header", ["v1", "*", 'W/"v1"', '"v1", "v2"', '"17"', '"v0"', '"v' + "9" * 30 + '"', ""]
+)
+def test_an_if_match_that_is_not_one_of_our_etags_is_400(call_with, alice, alice_token, header):
+    response = call_with(
+        alice_token, "memory_write", {"path": "plan.md", "content": "x"}, If_Match=header
+    )
+
+    assert response.status_code == 400
+    problem = error(response)
+    assert problem["field"] == "If-Match"
+    assert problem["message"].startswith(
+        'If-Match takes one ETag as memory_read answers it, such as "v17"'
+    )
+    assert not Document.objects.exists()
+
+
+@pytest.mark.parametrize("bad", [0, -3, "17", 1.5, True, None])
+def test_base_version_must_be_a_positive_whole_number(call_tool, alice_token, bad):
+    response = call_tool(
+        alice_token, "memory_write", {"path": "plan.md", "content": "x", "base_version": bad}
+    )
+    assert response.status_code == 400
+    assert error(response)["field"] == "base_version"
+    assert not Document.objects.exists()
+
+
+def test_without_a_base_version_the_answer_names_the_version_it_replaced(
+    call_tool, alice, alice_token
+):
+    created = call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v1"}).json()
+    replaced = call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v2"}).json()
+    call_tool(alice_token, "memory_append", {"path": "plan.md", "content": "appended"})
+    appended_version = read(call_tool, alice_token, "plan.md")["version_id"]
+    third = call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v3"}).json()
+
+    assert created["replaced_version"] is None
+    assert replaced["replaced_version"] == created["version_id"]
+    assert third["replaced_version"] == appended_version
+    # A document deleted and written again starts afresh.
+    call_tool(alice_token, "memory_delete", {"path": "plan.md"})
+    again = call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v4"}).json()
+    assert again["replaced_version"] is None
+    assert body_of(alice, "plan.md") == "v4"
+
+
+def test_a_stale_delete_is_409_and_deletes_nothing(
+    call_tool, call_with, alice, alice_token, second_agent_token
+):
+    call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v1"})
+    v1 = read(call_tool, alice_token, "plan.md")
+    v2 = call_tool(second_agent_token, "memory_write", {"path": "plan.md", "content": "v2"})
+    before = snapshot()
+
+    by_body = call_tool(
+        alice_token, "memory_delete", {"path": "plan.md", "base_version": v1["version_id"]}
+    )
+    by_header = call_with(alice_token, "memory_delete", {"path": "plan.md"}, If_Match=v1["etag"])
+
+    for response in (by_body, by_header):
+        assert response.status_code == 409
+        assert error(response) == stale("plan.md", v1["version_id"], v2.json()["version_id"])
+        assert response.headers["ETag"] == v2.headers["ETag"]
+    assert snapshot() == before
+    assert not ActivityEvent.objects.filter(event_type="document_deleted").exists()
+    deleted = call_tool(
+        alice_token, "memory_delete", {"path": "plan.md", "base_version": v2.json()["version_id"]}
+    )
+    assert deleted.status_code == 200
+    assert not Document.objects.filter(user=alice).exists()
+
+
+def test_a_base_version_of_a_missing_document_is_409_to_write_and_404_to_delete(
+    call_tool, alice, alice_token
+):
+    call_tool(alice_token, "memory_write", {"path": "plan.md", "content": "v1"})
+    v1 = read(call_tool, alice_token, "plan.md")["version_id"]
+    call_tool(alice_token, "memory_delete", {"path": "plan.md"})
+    before = snapshot()
+
+    written = call_tool(
+        alice_token, "memory_write", {"path": "plan.md", "content": "back", "base_version": v1}
+    )
+    deleted = call_tool(alice_token, "memory_delete", {"path": "plan.md", "base_version": v1})
+
+    # Writing would bring back a document someone deleted since: a conflict, no current ETag.
+    assert written.status_code == 409
+    assert error(written) == {
+        "code": "version_conflict",
+        "message": f"'plan.md' does not exist (any more): there is no version {v1} of it to "
+        "change.",
+        "field": "base_version",
+    }
+    assert "ETag" not in written.headers
+    # Deleting what is not there is the same 404 with or without a base version.
+    assert deleted.status_code == 404
+    assert error(deleted)["code"] == "not_found"
+    assert snapshot() == before
+    assert not Document.objects.filter(user=alice).exists()
+
+
+def test_a_base_version_from_another_user_reveals_nothing(
+    call_tool, alice, alice_token, bob, bob_token
+):
+    call_tool(alice_token, "memory_write", {"path": "notes/secret.md", "content": "alice only"})
+    alices = read(call_tool, alice_token, "notes/secret.md")["version_id"]
+    call_tool(bob_token, "memory_write", {"path": "notes/mine.md", "content": "bob's"})
+    before = snapshot()
+
+    written = call_tool(
+        bob_token,
+        "memory_write",
+        {"path": "notes/secret.md", "content": "bob", "base_version": alices},
+    )
+    overwritten = call_tool(
+        bob_token,
+        "memory_write",
+        {"path": "notes/mine.md", "content": "bob", "base_version": alices},
+    )
+    deleted = call_tool(
+        bob_token, "memory_delete", {"path": "notes/secret.md", "base_version": alices}
+    )
+
+    assert (written.status_code, error(written)["field"]) == (409, "base_version")
+    assert "ETag" not in written.headers
+    assert overwritten.status_code == 409
+    assert (
+        overwritten.headers["ETag"]
+        == f'"v{read(call_tool, bob_token, "notes/mine.md")["version_id"]}"'
+    )
+    assert "alice only" not in written.content.decode() + overwritten.content.decode()
+    assert deleted.status_code == 404
+    assert snapshot() == before
+
+
+def test_appends_take_no_version_but_make_a_new_one(
+    call_tool, alice, alice_token, second_agent_token
+):
+    call_tool(alice_token, "memory_write", {"path": "MEMORY.md", "content": "- one"})
+    v1 = read(call_tool, alice_token, "MEMORY.md")["version_id"]
+
+    appended = call_tool(
+        second_agent_token, "memory_append", {"path": "MEMORY.md", "content": "- two"}
+    )
+    daily = call_tool(second_agent_token, "append_daily_memory", {"content": "three"})
+    late = call_tool(
+        alice_token,
+        "memory_write",
+        {"path": "MEMORY.md", "content": "- one\n- 1b", "base_version": v1},
+    )
+    versioned = call_tool(
+        alice_token, "memory_append", {"path": "MEMORY.md", "content": "x", "base_version": v1}
+    )
+
+    assert (appended.status_code, daily.status_code) == (200, 200)
+    assert "replaced_version" not in appended.json()
+    # The append is a new version: a write from the one before it would lose its line.
+    assert late.status_code == 409
+    assert error(late) == stale("MEMORY.md", v1, appended.json()["version_id"])
+    assert versioned.status_code == 400
+    assert error(versioned)["field"] == "base_version"
+    assert body_of(alice, "MEMORY.md") == "- one\n- two"
+
+
+def test_a_company_documents_version_lets_the_agent_make_its_own_copy(
+    call_tool, settings, alice, alice_token, system_token, handbook
+):
+    settings.MNEMO_GLOBAL_READABLE = True
+    company = read(call_tool, alice_token, "handbook.md")
+    assert company["scope"] == "global"
+
+    mine = call_tool(
+        alice_token,
+        "memory_write",
+        {"path": "handbook.md", "content": "my copy", "base_version": company["version_id"]},
+    )
+    again = call_tool(
+        alice_token,
+        "memory_write",
+        {"path": "handbook.md", "content": "again", "base_version": company["version_id"]},
+    )
+
+    assert mine.status_code == 200, mine.content
+    assert (mine.json()["scope"], mine.json()["replaced_version"]) == ("user", None)
+    # What the agent reads at that path is now the user's copy: the company version is stale.
+    assert again.status_code == 409
+    assert error(again) == stale("handbook.md", company["version_id"], mine.json()["version_id"])
+    assert body_of(alice, "handbook.md") == "my copy"
+    assert body_of(None, "handbook.md") == "# Handbook\nBe kind."
+    # A company document that changed since the agent read it is a conflict too.
+    Document.objects.filter(user=alice).delete()
+    call_tool(system_token, "memory_write", {"path": "handbook.md", "content": "# Handbook v2"})
+    late = call_tool(
+        alice_token,
+        "memory_write",
+        {"path": "handbook.md", "content": "mine", "base_version": company["version_id"]},
+    )
+    assert late.status_code == 409
+    assert error(late)["code"] == "version_conflict"
+    assert not Document.objects.filter(user=alice).exists()
+    assert read(call_tool, alice_token, "handbook.md")["content"] == "# Handbook v2"
+
+
+def test_system_tokens_use_versions_on_company_documents(call_tool, call_with, system_token):
+    call_tool(system_token, "memory_write", {"path": "handbook.md", "content": "v1"})
+    v1 = call_tool(system_token, "memory_read", {"path": "handbook.md"})
+    v2 = call_tool(system_token, "memory_write", {"path": "handbook.md", "content": "v2"})
+
+    late = call_with(
+        system_token,
+        "memory_write",
+        {"path": "handbook.md", "content": "x"},
+        If_Match=v1.headers["ETag"],
+    )
+
+    assert late.status_code == 409
+    assert error(late) == stale("handbook.md", v1.json()["version_id"], v2.json()["version_id"])
+    assert body_of(None, "handbook.md") == "v2"
+
+
+def test_the_manifest_offers_base_version_to_write_and_delete_only(client):
+    manifest = {
+        tool["function"]["name"]: tool["function"] for tool in client.get("/api/v1/tools").json()
+    }
+
+    for name in ("memory_write", "memory_delete"):
+        field = manifest[name]["parameters"]["properties"]["base_version"]
+        assert (field["type"], field["minimum"]) == ("integer", 1)
+        assert "base_version" not in manifest[name]["parameters"]["required"]
+        assert "409 version_conflict" in manifest[name]["description"]
+    for name in ("memory_read", "memory_append", "append_daily_memory"):
+        assert "base_version" not in manifest[name]["parameters"]["properties"]
+
+
 # --- bad paths ----------------------------------------------------------------------------
 
 PATH_ATTACKS = [

@@ -24,7 +24,7 @@ from context.services import (
     document_versions,
     document_write,
 )
-from lib.errors import Conflict, InvalidInput, MemoryPaused, NotFound
+from lib.errors import Conflict, InvalidInput, MemoryPaused, NotFound, VersionConflict
 from memory.services import memory_upsert
 from profiles.services import profile_update
 from tests.factories import AgentFactory
@@ -41,6 +41,14 @@ def versions_of(user, path, agent=None):
         DocumentVersion.objects.filter(user=user, agent=agent, path=path)
         .order_by("id")
         .values_list("action", "body")
+    )
+
+
+def versions_ids(user, path, agent=None):
+    return list(
+        DocumentVersion.objects.filter(user=user, agent=agent, path=path)
+        .order_by("id")
+        .values_list("pk", flat=True)
     )
 
 
@@ -64,12 +72,13 @@ def test_write_with_a_stale_base_version_is_a_conflict_and_writes_nothing(alice)
 def test_create_only_refuses_an_existing_document_and_writes_nothing(alice):
     document_write(user=alice, path="plan.md", content="first", actor=as_user(alice))
 
-    with pytest.raises(Conflict, match=r"'plan\.md' already exists") as raised:
+    with pytest.raises(VersionConflict, match=r"'plan\.md' already exists") as raised:
         document_write(
             user=alice, path="plan.md", content="second", actor=as_user(alice), create_only=True
         )
 
     assert raised.value.field == "path"
+    assert raised.value.current_version == versions_ids(alice, "plan.md")[-1]
     assert document_read(user=alice, path="plan.md").body == "first"
     assert len(versions_of(alice, "plan.md")) == 1
     created = document_write(
@@ -100,6 +109,72 @@ def test_write_with_a_base_version_after_the_document_was_deleted_is_a_conflict(
             user=alice, path="plan.md", content="edit", actor=as_user(alice), base_version=opened
         )
     assert not Document.objects.filter(user=alice, path="plan.md").exists()
+
+
+def test_a_stale_base_version_is_a_version_conflict_on_the_base_version(alice):
+    document = document_write(user=alice, path="plan.md", content="v1", actor=as_user(alice))
+    opened = document_latest_version_id(document)
+    appended = document_append(user=alice, path="plan.md", content="appended", actor=as_user(alice))
+    newest = appended.written_version.pk
+
+    with pytest.raises(VersionConflict) as raised:
+        document_write(
+            user=alice, path="plan.md", content="edit", actor=as_user(alice), base_version=opened
+        )
+
+    assert (raised.value.code, raised.value.field) == ("version_conflict", "base_version")
+    assert raised.value.current_version == newest
+    assert raised.value.message == (
+        f"'plan.md' changed since you opened it: you started from version {opened}, and it is "
+        f"now version {newest}. Reload it and apply your edit again."
+    )
+    assert document_read(user=alice, path="plan.md").body == "v1\nappended"
+
+
+def test_a_base_version_of_a_document_that_never_existed_is_a_version_conflict(alice):
+    with pytest.raises(VersionConflict) as raised:
+        document_write(user=alice, path="new.md", content="x", actor=as_user(alice), base_version=1)
+
+    assert (
+        raised.value.message
+        == "'new.md' does not exist (any more): there is no version 1 of it to change."
+    )
+    assert raised.value.current_version is None
+    assert not Document.objects.exists()
+    assert not DocumentVersion.objects.exists()
+    assert not ActivityEvent.objects.exists()
+
+
+def test_delete_with_a_stale_base_version_deletes_nothing(alice):
+    document = document_write(user=alice, path="plan.md", content="v1", actor=as_user(alice))
+    opened = document_latest_version_id(document)
+    document_write(user=alice, path="plan.md", content="v2", actor=as_user(alice))
+
+    with pytest.raises(VersionConflict, match="changed since you opened it"):
+        document_delete(user=alice, path="plan.md", actor=as_user(alice), base_version=opened)
+
+    assert document_read(user=alice, path="plan.md").body == "v2"
+    assert [action for action, _ in versions_of(alice, "plan.md")] == ["write", "write"]
+    assert not ActivityEvent.objects.filter(event_type="document_deleted").exists()
+
+
+def test_delete_with_the_current_base_version_deletes(alice):
+    document = document_write(user=alice, path="plan.md", content="v1", actor=as_user(alice))
+
+    version = document_delete(
+        user=alice,
+        path="plan.md",
+        actor=as_user(alice),
+        base_version=document_latest_version_id(document),
+    )
+
+    assert (version.action, version.body) == ("delete", "v1")
+    assert not Document.objects.filter(user=alice).exists()
+
+
+def test_delete_with_a_base_version_of_a_missing_document_is_not_found(alice):
+    with pytest.raises(NotFound):
+        document_delete(user=alice, path="gone.md", actor=as_user(alice), base_version=1)
 
 
 def test_paused_memory_refuses_agent_document_writes_but_not_the_users(alice, alice_agent):
@@ -691,3 +766,43 @@ def test_concurrent_appends_lose_no_line(alice, appender, path, line_prefix, exi
     bodies = dict(appends.values_list("pk", "body"))
     for n, version_id in written.items():
         assert bodies[version_id].endswith(f"{line_prefix}line {n}")
+
+
+WRITERS = 8
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writes_from_one_base_version_let_exactly_one_through(alice):
+    document = document_write(user=alice, path="plan.md", content="v1", actor=as_user(alice))
+    opened = document_latest_version_id(document)
+    barrier = threading.Barrier(WRITERS)
+    outcomes: dict[int, str] = {}
+
+    def write(n: int) -> None:
+        try:
+            barrier.wait()
+            document_write(
+                user=alice,
+                path="plan.md",
+                content=f"edit {n}",
+                actor=as_user(alice),
+                base_version=opened,
+            )
+            outcomes[n] = "written"
+        except VersionConflict:
+            outcomes[n] = "conflict"
+        except BaseException as error:
+            outcomes[n] = repr(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    winners = [n for n, outcome in outcomes.items() if outcome == "written"]
+    assert sorted(outcomes.values()) == ["conflict"] * (WRITERS - 1) + ["written"]
+    assert document_read(user=alice, path="plan.md").body == f"edit {winners[0]}"
+    assert [body for _, body in versions_of(alice, "plan.md")] == ["v1", f"edit {winners[0]}"]
