@@ -43,6 +43,7 @@ test: install browser
 bench: install
 	$(UV) run --frozen python bench/api.py
 	$(UV) run --frozen python bench/embeddings.py
+	$(UV) run --frozen python bench/duplicates.py
 	$(UV) run --frozen python bench/search.py
 	$(UV) run --frozen python bench/ingest.py
 	$(UV) run --frozen python bench/heavy.py

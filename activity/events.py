@@ -27,14 +27,21 @@ def memory_written_event(
     action: str,
     source: str,
     history_id: int | None,
+    renamed_from: str | None = None,
 ) -> ActivityEvent:
     """The memory_written row, unsaved: memory/services.py inserts it in the same statement
-    as the memory and its history row, which fills in history_id."""
+    as the memory and its history row, which fills in history_id. A rename names the old
+    key."""
+    payload: dict[str, object] = {
+        "key": key,
+        "action": action,
+        "source": source,
+        "history_id": history_id,
+    }
+    if renamed_from is not None:
+        payload["renamed_from"] = renamed_from
     return ActivityEvent(
-        event_type=EventType.MEMORY_WRITTEN,
-        user=user,
-        payload={"key": key, "action": action, "source": source, "history_id": history_id},
-        **actor.as_fields(),
+        event_type=EventType.MEMORY_WRITTEN, user=user, payload=payload, **actor.as_fields()
     )
 
 
@@ -103,5 +110,47 @@ def document_deleted(
             "agent_id": agent_id,
             "action": "delete",
             "version_id": version_id,
+        },
+    )
+
+
+def proposal_created(
+    *,
+    user: AbstractBaseUser,
+    actor: Actor,
+    proposal_id: int,
+    key: str,
+    action: str,
+    trigger: str,
+) -> ActivityEvent:
+    """An agent's write went to the user's review inbox instead of applying."""
+    return _record(
+        EventType.PROPOSAL_CREATED,
+        user=user,
+        actor=actor,
+        payload={"proposal_id": proposal_id, "key": key, "action": action, "trigger": trigger},
+    )
+
+
+def proposal_decided(
+    *,
+    user: AbstractBaseUser,
+    actor: Actor,
+    event_type: EventType,
+    proposal_id: int,
+    key: str,
+    proposed_by: str,
+    history_id: int | None = None,
+) -> ActivityEvent:
+    """A proposal was accepted, rejected (by the user) or expired (by the system)."""
+    return _record(
+        event_type,
+        user=user,
+        actor=actor,
+        payload={
+            "proposal_id": proposal_id,
+            "key": key,
+            "proposed_by": proposed_by,
+            "history_id": history_id,
         },
     )

@@ -10,6 +10,10 @@ class EventType(models.TextChoices):
     WORK_CREATED = "work_created", "Work created"
     DOCUMENT_WRITTEN = "document_written", "Document written"
     DOCUMENT_DELETED = "document_deleted", "Document deleted"
+    PROPOSAL_CREATED = "proposal_created", "Change proposed for review"
+    PROPOSAL_ACCEPTED = "proposal_accepted", "Proposal accepted"
+    PROPOSAL_REJECTED = "proposal_rejected", "Proposal rejected"
+    PROPOSAL_EXPIRED = "proposal_expired", "Proposal expired"
     CONSOLIDATION_APPLIED = "consolidation_applied", "Consolidation applied"
     HEARTBEAT_OK = "heartbeat_ok", "Heartbeat OK"
 

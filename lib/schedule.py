@@ -16,6 +16,12 @@ BEAT_SCHEDULE = {
         "schedule": 600.0,
         "options": {"expires": 600.0},
     },
+    # Proposals in the review inbox nobody decided on expire (memory/tasks.py).
+    "expire-proposals": {
+        "task": "memory.tasks.expire_proposals",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
+    },
 }
 
 

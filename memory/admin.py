@@ -19,9 +19,10 @@ from django.utils.timezone import localtime
 
 from activity.actors import Actor
 from activity.admin import AppendOnlyAdmin
+from lib.admin import ReadOnlyAdmin
 from lib.errors import NotFound, ServiceError
 from memory.keys import ENTRY_KINDS, PROFILE_KEYS, STYLE_ASPECTS, parse_key
-from memory.models import Memory, MemoryHistory, Source
+from memory.models import Memory, MemoryHistory, MemoryProposal, Source
 from memory.services import memory_clean, memory_delete, memory_upsert
 
 EDITABLE_FIELDS = ("user", "key", "value", "source", "confidence", "tags", "pinned")
@@ -208,3 +209,38 @@ class MemoryHistoryAdmin(AppendOnlyAdmin):
         "before",
         "after",
     )
+
+
+@admin.register(MemoryProposal)
+class MemoryProposalAdmin(ReadOnlyAdmin):
+    """The review inboxes, to look at: only the user decides (on the inbox page), through
+    memory/review.py."""
+
+    list_display = ("created_at", "key", "user", "action", "trigger", "status", "actor")
+    list_filter = ("status", "action", "trigger")
+    search_fields = ("key", "user__username", "actor_agent__name")
+    list_select_related = ("user", "actor_user", "actor_agent")
+    ordering = ("-created_at", "-id")
+    date_hierarchy = "created_at"
+    fields = (
+        "created_at",
+        "user",
+        "key",
+        "action",
+        "trigger",
+        "status",
+        "actor_type",
+        "actor_agent",
+        "reason",
+        "before",
+        "after",
+        "requested_key",
+        "expires_at",
+        "decided_at",
+        "decided_by",
+        "applied",
+    )
+
+    @admin.display(description="proposed by")
+    def actor(self, obj: MemoryProposal) -> str:
+        return obj.actor_label

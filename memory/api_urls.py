@@ -10,5 +10,6 @@ urlpatterns = [
     path("tools/list_memories", apis.MemoryListApi.as_view(), name="list_memories"),
     path("tools/search_memory", apis.SearchMemoryApi.as_view(), name="search_memory"),
     path("tools/promote_memory", apis.PromoteMemoryApi.as_view(), name="promote_memory"),
+    path("tools/list_proposals", apis.ListProposalsApi.as_view(), name="list_proposals"),
     path("working-memory", apis.WorkingMemoryApi.as_view(), name="working_memory"),
 ]

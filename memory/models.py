@@ -11,6 +11,7 @@ from lib.search_fields import EmbeddingFields
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
 
 MAX_VALUE_LENGTH = 2000
+MAX_REASON_LENGTH = 500
 
 
 class Source(models.TextChoices):
@@ -114,6 +115,7 @@ class HistoryAction(models.TextChoices):
     UPDATE = "update", "Updated"
     DELETE = "delete", "Deleted"
     RESTORE = "restore", "Restored"
+    RENAME = "rename", "Renamed"  # before and after carry "key": the old and the new
 
 
 class MemoryHistory(ActorMixin):
@@ -150,6 +152,7 @@ class MemoryHistory(ActorMixin):
                         action__in=[HistoryAction.UPDATE, HistoryAction.RESTORE],
                         after__isnull=False,
                     )
+                    | Q(action=HistoryAction.RENAME, before__isnull=False, after__isnull=False)
                 ),
                 name="history_states_match_action",
             ),
@@ -165,3 +168,111 @@ class MemoryHistory(ActorMixin):
         if not self._state.adding:
             raise AppendOnlyError("Memory history is append-only.")
         super().save(*args, **kwargs)
+
+
+class ProposalAction(models.TextChoices):
+    CREATE = "create", "Add"
+    UPDATE = "update", "Change"
+    DELETE = "delete", "Delete"
+
+
+class ProposalStatus(models.TextChoices):
+    PENDING = "pending_review", "Waiting for review"
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+    EXPIRED = "expired", "Expired"
+    SUPERSEDED = "superseded", "Replaced by a newer proposal"
+
+
+class ProposalTrigger(models.TextChoices):
+    """Why the write waits for the user instead of applying."""
+
+    USER_STATED = "user_stated", "It changes what you said"
+    NEW_MEMORY = "new_memory", "You review agents' new memories"
+    NEAR_DUPLICATE = "near_duplicate", "It overlaps a memory you have"
+
+
+class MemoryProposal(ActorMixin):
+    """An agent's write that waits in the user's review inbox (memory/review.py).
+
+    The actor is who proposed it. `before` is the row as it was when proposed, `after` the
+    state the write would leave (null for a deletion). Accepting applies it through
+    memory/services.py with the user as the actor; `applied` is that history row.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_proposals"
+    )
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
+    action = models.CharField(max_length=8, choices=ProposalAction.choices)
+    trigger = models.CharField(max_length=16, choices=ProposalTrigger.choices)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    # For a near-duplicate: the key the agent asked to create, so the user can keep both.
+    requested_key = models.CharField(max_length=MAX_KEY_LENGTH, blank=True)
+    reason = models.CharField(max_length=MAX_REASON_LENGTH, blank=True)
+    status = models.CharField(
+        max_length=16, choices=ProposalStatus.choices, default=ProposalStatus.PENDING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    applied = models.OneToOneField(
+        MemoryHistory,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="proposal",
+    )
+
+    class Meta:
+        db_table = "user_context_proposal"
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user", "status", "-created_at"], name="proposal_user_status"),
+            models.Index(
+                fields=["expires_at"],
+                name="proposal_pending_expiry",
+                condition=Q(status="pending_review"),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(key__regex=KEY_PATTERN), name="proposal_key"),
+            models.CheckConstraint(
+                condition=Q(action__in=ProposalAction.values), name="proposal_action"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=ProposalStatus.values), name="proposal_status"
+            ),
+            models.CheckConstraint(
+                condition=Q(trigger__in=ProposalTrigger.values), name="proposal_trigger"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(action=ProposalAction.CREATE, before__isnull=True, after__isnull=False)
+                    | Q(action=ProposalAction.UPDATE, before__isnull=False, after__isnull=False)
+                    | Q(action=ProposalAction.DELETE, before__isnull=False, after__isnull=True)
+                ),
+                name="proposal_states_match_action",
+            ),
+            models.CheckConstraint(
+                condition=Q(status=ProposalStatus.PENDING, decided_at__isnull=True)
+                | (~Q(status=ProposalStatus.PENDING) & Q(decided_at__isnull=False)),
+                name="proposal_decided_when_not_pending",
+            ),
+            ActorMixin.actor_constraint("proposal_actor_consistent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} {self.key} by {self.actor_label}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == ProposalStatus.PENDING

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+from django.db.models import F, Max, Q, Window
+from django.utils import timezone
 
 from activity.actors import ActorKind
 from memory.keys import ENTRY_KINDS, PROFILE_KEYS, STYLE_ASPECTS
-from memory.models import HistoryAction, Memory, MemoryHistory
+from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal, ProposalStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -46,10 +49,19 @@ def memory_list(
     return memories.order_by("key")
 
 
-def memory_history_for_key(*, user: AbstractBaseUser, key: str) -> QuerySet[MemoryHistory]:
-    """Every change to one key of the user's, newest first, with who made it."""
+def memory_history_for_key(
+    *, user: AbstractBaseUser, key: str, memory_id: int | None = None
+) -> QuerySet[MemoryHistory]:
+    """Every change to one key of the user's, newest first, with who made it.
+
+    With `memory_id`, also the changes to that memory under the keys it had before a
+    rename (memory_rename keeps the row, so its older history rows name the old key).
+    """
+    matches = Q(key=key)
+    if memory_id is not None:
+        matches |= Q(memory_id=memory_id)
     return (
-        MemoryHistory.objects.filter(user=user, key=key)
+        MemoryHistory.objects.filter(matches, user=user)
         .select_related("actor_user", "actor_agent")
         .order_by("-created_at", "-id")
     )
@@ -80,3 +92,82 @@ def deleted_memory_list(
         .distinct("key")
     )
     return sorted(rows, key=lambda row: (row.created_at, row.pk), reverse=True)[:limit]
+
+
+class MemoryState(NamedTuple):
+    """A key's state at some past time, as memory_states_as_of rebuilds it from history."""
+
+    key: str
+    value: str
+    source: str
+    confidence: float
+    pinned: bool
+    changed_at: datetime  # the change that left it in this state
+    created_id: int  # the history row that created it: keys numbered in creation order
+
+
+def memory_states_as_of(*, user: AbstractBaseUser, as_of: datetime) -> list[MemoryState]:
+    """The user's memories as they were at `as_of` (an aware datetime), from history.
+
+    For each key, the latest history row created at or before `as_of` holds its state:
+    the row's `after`, or no memory at all if that row is a deletion (`after` is null).
+    Keys first written after `as_of` are absent, so a time before the user's first
+    memory gives nothing.
+
+    Uses are not historical: history keeps no access count or last access, so a state's
+    recency is `changed_at`, the time of that change. Tags are left out (the working
+    memory does not show them). One query, in key order.
+    """
+    rows = (
+        MemoryHistory.objects.filter(user=user, created_at__lte=as_of)
+        .annotate(
+            created_id=Window(Max("id", filter=Q(before__isnull=True)), partition_by=[F("key")])
+        )
+        .order_by("key", "-created_at", "-id")
+        .distinct("key")
+        .values_list("key", "after", "source", "created_at", "created_id", "id")
+    )
+    return [
+        MemoryState(
+            key=key,
+            value=after["value"],
+            source=source,
+            confidence=after["confidence"],
+            pinned=after["pinned"],
+            changed_at=created_at,
+            created_id=created_id if created_id is not None else row_id,
+        )
+        for key, after, source, created_at, created_id, row_id in rows
+        if after is not None
+    ]
+
+
+def proposal_list(
+    *,
+    user: AbstractBaseUser,
+    status: str | None = None,
+    agent_id: int | None = None,
+    ids: Iterable[int] | None = None,
+) -> QuerySet[MemoryProposal]:
+    """The user's proposals, newest first; only one status, one proposing agent or some ids
+    if given. A pending one past its expiry that beat has not swept yet is left out of
+    the pending ones."""
+    proposals = MemoryProposal.objects.filter(user=user).select_related(
+        "actor_agent", "decided_by", "applied"
+    )
+    if status == ProposalStatus.PENDING:
+        proposals = proposals.filter(status=status, expires_at__gt=timezone.now())
+    elif status is not None:
+        proposals = proposals.filter(status=status)
+    if agent_id is not None:
+        proposals = proposals.filter(actor_agent_id=agent_id)
+    if ids is not None:
+        proposals = proposals.filter(pk__in=list(ids))
+    return proposals.order_by("-created_at", "-id")
+
+
+def pending_proposal_count(*, user: AbstractBaseUser) -> int:
+    """How many proposals wait for the user (the count in the navigation)."""
+    return MemoryProposal.objects.filter(
+        user=user, status=ProposalStatus.PENDING, expires_at__gt=timezone.now()
+    ).count()

@@ -10,19 +10,34 @@ import functools
 import re
 import zoneinfo
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
+from django.utils.text import slugify
 
 from activity import events
 from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent
-from lib.errors import InvalidInput, MemoryPaused, NotFound
+from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused, NotFound, ServiceError
 from lib.search_fields import SEARCH_COLUMNS
-from memory.keys import KeyFamily, parse_key
-from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
+from memory.duplicates import NearMatch, find_near_duplicate
+from memory.keys import ENTRY_KINDS, SLUG_PATTERN, KeyFamily, parse_key
+from memory.models import (
+    MAX_REASON_LENGTH,
+    MAX_VALUE_LENGTH,
+    HistoryAction,
+    Memory,
+    MemoryHistory,
+    MemoryProposal,
+    ProposalAction,
+    ProposalStatus,
+    ProposalTrigger,
+    Source,
+)
 from profiles.models import Profile
 from profiles.services import MEMORY_PAUSED_MESSAGE
 from search.indexing import request_embedding
@@ -44,11 +59,44 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
+SLUG_MAX = 60  # slugs made from the text stay short; typed ones may use the full 80
+
+
 @dataclass(frozen=True)
 class MemoryWrite:
     memory: Memory
     created: bool
-    history: MemoryHistory
+    history: MemoryHistory | None  # None: the write changed nothing, so nothing was recorded
+
+    @property
+    def changed(self) -> bool:
+        return self.history is not None
+
+
+class ReviewRequired(ServiceError):
+    """An agent's write did not apply: it waits in the user's review inbox as `proposal`
+    (it would change or delete what the user stated, overlaps a memory, or the user
+    reviews agents' new memories). The API answers 202 pending_review."""
+
+    code = "pending_review"
+
+    def __init__(self, proposal: MemoryProposal) -> None:
+        super().__init__(
+            f"'{proposal.key}' waits for the user's review (proposal {proposal.pk}).",
+            field="key",
+        )
+        self.proposal = proposal
+
+
+class DuplicateMemory(ServiceError):
+    """An agent's new memory says what `existing` already says; nothing was added."""
+
+    code = "duplicate"
+
+    def __init__(self, existing: Memory, similarity: float) -> None:
+        super().__init__(f"'{existing.key}' already says this; nothing was added.", field="value")
+        self.existing = existing
+        self.similarity = similarity
 
 
 def memory_upsert(
@@ -61,14 +109,80 @@ def memory_upsert(
     confidence: float | None = None,
     tags: list[str] | None = None,
     pinned: bool | None = None,
+    reason: str = "",
 ) -> MemoryWrite:
-    """Create the memory, or replace its value if the key exists (last write wins)."""
+    """Create the memory, or replace its value if the key exists (last write wins).
+
+    Except that the user is in charge. For an agent (or the system): a change of a
+    user-stated memory, and a new memory while the user reviews agents' new memories,
+    raise ReviewRequired with the proposal made instead; a new entry that another of its
+    kind already says raises DuplicateMemory, or ReviewRequired with a proposal to update
+    that one when it adds something (memory/duplicates.py). `reason` is shown to the user
+    beside a proposal.
+    """
+    parsed = parse_key(key)
     fields = memory_clean(
         key=key, value=value, actor=actor, source=source, confidence=confidence, tags=tags
     )
     if pinned is not None:
         fields["pinned"] = pinned
-    return _write(user=user, key=key, fields=fields, actor=actor, action=HistoryAction.UPDATE)
+    reason = _clean_reason(reason)
+    if actor.kind != ActorKind.USER and parsed.family == KeyFamily.ENTRY:
+        _check_new_entry(user, key, fields, actor, reason)
+    return _write(
+        user=user, key=key, fields=fields, actor=actor, action=HistoryAction.UPDATE, reason=reason
+    )
+
+
+def _check_new_entry(
+    user: AbstractBaseUser, key: str, fields: dict[str, Any], actor: Actor, reason: str
+) -> None:
+    """For an agent's entry under a key the user does not have yet: DuplicateMemory, or
+    ReviewRequired with a merge proposal, when one of its kind is near."""
+    match = find_near_duplicate(user=user, key=key, value=fields["value"])
+    if match is None:
+        return
+    if not match.adds_something:
+        raise DuplicateMemory(match.memory, match.similarity)
+    raise ReviewRequired(_propose_merge(user, key, fields, actor, reason, match))
+
+
+def _propose_merge(
+    user: AbstractBaseUser,
+    key: str,
+    fields: dict[str, Any],
+    actor: Actor,
+    reason: str,
+    match: NearMatch,
+) -> MemoryProposal:
+    """Propose the new text as the near entry's value; accepting may also keep both."""
+    with transaction.atomic():
+        memory, _ = _locked(user, match.memory.key, actor)
+        if memory is None:  # deleted meanwhile: then the proposal is to add it
+            after = _new_snapshot(fields)
+            return _propose(
+                user,
+                key,
+                actor,
+                ProposalAction.CREATE,
+                ProposalTrigger.NEW_MEMORY,
+                before=None,
+                after=after,
+                reason=reason,
+            )
+        before = memory.snapshot()
+        after = {**before, **_snapshot_fields(fields)}
+        return _propose(
+            user,
+            memory.key,
+            actor,
+            ProposalAction.UPDATE,
+            ProposalTrigger.NEAR_DUPLICATE,
+            before=before,
+            after=after,
+            reason=reason,
+            requested_key=key,
+        )
 
 
 def memory_clean(
@@ -107,10 +221,12 @@ def memory_update(
     confidence: float | None = UNSET,
     tags: list[str] = UNSET,
     pinned: bool = UNSET,
+    reason: str = "",
 ) -> MemoryWrite:
     """Change an existing memory; NotFound if the key has none.
 
-    A new value or confidence also records who stands behind it now (the source).
+    A new value or confidence also records who stands behind it now (the source). An
+    agent's change of a user-stated memory raises ReviewRequired (memory_upsert).
     """
     parsed = parse_key(key)
     fields: dict[str, Any] = {}
@@ -127,30 +243,215 @@ def memory_update(
     if not fields:
         raise InvalidInput("Nothing to update: give a value, confidence, tags or pinned.")
     return _write(
-        user=user, key=key, fields=fields, actor=actor, action=HistoryAction.UPDATE, create=False
+        user=user,
+        key=key,
+        fields=fields,
+        actor=actor,
+        action=HistoryAction.UPDATE,
+        create=False,
+        reason=_clean_reason(reason),
     )
 
 
-def memory_delete(*, user: AbstractBaseUser, key: str, actor: Actor) -> MemoryHistory:
-    """Delete a memory; its last state stays in history so it can be restored."""
+def memory_delete(
+    *, user: AbstractBaseUser, key: str, actor: Actor, reason: str = ""
+) -> MemoryHistory:
+    """Delete a memory; its last state stays in history so it can be restored.
+
+    An agent's deletion of a user-stated memory raises ReviewRequired (memory_upsert).
+    """
     parse_key(key)
+    reason = _clean_reason(reason)
     with transaction.atomic():
-        memory = _locked(user, key, actor)
+        memory, _ = _locked(user, key, actor)
         if memory is None:
             raise NotFound(f"No memory with key '{key}'.", field="key")
-        history = MemoryHistory.objects.create(
-            user=user,
-            key=key,
-            memory=None,
-            action=HistoryAction.DELETE,
-            source=memory.source,
-            before=memory.snapshot(),
-            after=None,
-            **actor.as_fields(),
-        )
-        memory.delete()
-        events.memory_deleted(user=user, actor=actor, key=key, history_id=history.pk)
+        if actor.kind != ActorKind.USER and memory.source == Source.USER_STATED:
+            proposal = _propose(
+                user,
+                key,
+                actor,
+                ProposalAction.DELETE,
+                ProposalTrigger.USER_STATED,
+                before=memory.snapshot(),
+                after=None,
+                reason=reason,
+            )
+        else:
+            proposal = None
+            history = _delete_row(user, memory, actor)
+    if proposal is not None:
+        raise ReviewRequired(proposal)
     return history
+
+
+def _delete_row(user: AbstractBaseUser, memory: Memory, actor: Actor) -> MemoryHistory:
+    """Delete the locked row, with its history row and event."""
+    key = memory.key
+    history = MemoryHistory.objects.create(
+        user=user,
+        key=key,
+        memory=None,
+        action=HistoryAction.DELETE,
+        source=memory.source,
+        before=memory.snapshot(),
+        after=None,
+        **actor.as_fields(),
+    )
+    memory.delete()
+    events.memory_deleted(user=user, actor=actor, key=key, history_id=history.pk)
+    return history
+
+
+def memory_set(
+    *, user: AbstractBaseUser, key: str, value: str, actor: Actor
+) -> tuple[str, MemoryWrite | MemoryHistory | None]:
+    """Set a key from a form field: empty text deletes it, the same text changes nothing.
+
+    Returns (status, what was written): "created"/"updated" with the MemoryWrite,
+    "deleted" with the history row, or "unchanged" with None. The pages' one rule for
+    fields that map to one key (profile fields, style aspects).
+    """
+    value = value.strip() if isinstance(value, str) else value
+    current = Memory.objects.filter(user=user, key=key).only("value").first()
+    if not value:
+        if current is None:
+            return "unchanged", None
+        try:
+            return "deleted", memory_delete(user=user, key=key, actor=actor)
+        except NotFound:  # deleted meanwhile
+            return "unchanged", None
+    if current is not None and current.value == value:
+        return "unchanged", None
+    write = memory_upsert(user=user, key=key, value=value, actor=actor)
+    return ("created" if write.created else "updated"), write
+
+
+def derive_slug(text: str) -> str:
+    """A readable slug from an entry's text: its first words, a-z, 0-9 and '-'."""
+    full = slugify(text)
+    base = full[:SLUG_MAX]
+    if len(full) > SLUG_MAX and "-" in base:
+        base = base.rsplit("-", 1)[0]  # end on a whole word
+    return base.strip("-_")
+
+
+def entry_create(
+    *,
+    user: AbstractBaseUser,
+    kind: str,
+    value: str,
+    actor: Actor,
+    slug: str = "",
+    tags: list[str] | None = None,
+    pinned: bool = False,
+) -> MemoryWrite:
+    """Add a new entry. Its key is `kind:slug`, the slug made from the text when not given
+    (with -2, -3… if the user has it already). A typed slug that is taken is a Conflict:
+    adding never replaces an entry."""
+    if kind not in ENTRY_KINDS:
+        raise InvalidInput(
+            f"Unknown kind '{kind}'; expected one of {', '.join(ENTRY_KINDS)}.", field="kind"
+        )
+    slug = slug.strip().lower() if isinstance(slug, str) else ""
+    if slug and not re.fullmatch(SLUG_PATTERN, slug):
+        raise InvalidInput(
+            "A key starts with a-z or 0-9 and uses only a-z, 0-9, '_' and '-' "
+            "(e.g. weekly-review).",
+            field="slug",
+        )
+    base = slug or derive_slug(value if isinstance(value, str) else "")
+    if not base:
+        raise InvalidInput(
+            "Could not make a key from the text; type one (e.g. note-1).", field="slug"
+        )
+    fields = memory_clean(key=f"{kind}:{base}", value=value, actor=actor, tags=tags or [])
+    fields["pinned"] = bool(pinned)
+    for key in _candidate_keys(user, kind, base, derived=not slug):
+        try:
+            return _write(
+                user=user,
+                key=key,
+                fields=fields,
+                actor=actor,
+                action=HistoryAction.CREATE,
+                only_new=True,
+            )
+        except Conflict:
+            if slug:
+                raise
+    raise Conflict(f"Could not find a free key for '{kind}:{base}'.", field="slug")
+
+
+def _candidate_keys(user: AbstractBaseUser, kind: str, base: str, *, derived: bool) -> list[str]:
+    """`kind:base`, then for a derived slug the next free numbered ones (a few spare, in
+    case another write takes one first)."""
+    first = f"{kind}:{base}"
+    if not derived:
+        return [first]
+    taken = set(
+        Memory.objects.filter(user=user, key__startswith=first).values_list("key", flat=True)
+    )
+    keys: list[str] = []
+    number = 1
+    while len(keys) < 3:
+        key = first if number == 1 else f"{first}-{number}"
+        if key not in taken:
+            keys.append(key)
+        number += 1
+    return keys
+
+
+def memory_rename(*, user: AbstractBaseUser, key: str, new_key: str, actor: Actor) -> MemoryWrite:
+    """Give an entry another key (another kind, or another slug); the row, its history,
+    uses and vector stay. The user's action only: agents write keys, they do not move the
+    user's. A key the user already has is a Conflict."""
+    if actor.kind != ActorKind.USER:
+        raise Forbidden("Only the user renames memories.", field="key")
+    old, new = parse_key(key), parse_key(new_key)
+    if old.family != KeyFamily.ENTRY or new.family != KeyFamily.ENTRY:
+        raise InvalidInput("Only entries (<kind>:<slug>) can be renamed.", field="key")
+    if key == new_key:
+        raise InvalidInput("The new key is the key it has.", field="key")
+    try:
+        with transaction.atomic():
+            return _rename_once(user, key, new_key, actor)
+    except IntegrityError as error:
+        if not _is_unique_key_violation(error):
+            raise
+    raise Conflict(f"You already have '{new_key}'; edit that one instead.", field="key")
+
+
+def _rename_once(user: AbstractBaseUser, key: str, new_key: str, actor: Actor) -> MemoryWrite:
+    memory, _ = _locked(user, key, actor)
+    if memory is None:
+        raise NotFound(f"No memory with key '{key}'.", field="key")
+    if Memory.objects.filter(user=user, key=new_key).exists():
+        raise Conflict(f"You already have '{new_key}'; edit that one instead.", field="key")
+    before = {**memory.snapshot(), "key": key}
+    memory.key = new_key
+    memory.updated_at = timezone.now()
+    history = MemoryHistory(
+        user=user,
+        key=new_key,
+        memory=memory,
+        action=HistoryAction.RENAME,
+        source=memory.source,
+        before=before,
+        after={**memory.snapshot(), "key": new_key},
+        **actor.as_fields(),
+    )
+    event = events.memory_written_event(
+        user=user,
+        actor=actor,
+        key=new_key,
+        action=HistoryAction.RENAME,
+        source=memory.source,
+        history_id=None,
+        renamed_from=key,
+    )
+    _write_rows(memory, ["key", "updated_at"], history, event)
+    return MemoryWrite(memory=memory, created=False, history=history)
 
 
 def memory_restore(*, user: AbstractBaseUser, history_id: int, actor: Actor) -> MemoryWrite:
@@ -179,22 +480,29 @@ def _write(
     actor: Actor,
     action: HistoryAction,
     create: bool = True,
+    only_new: bool = False,
+    reason: str = "",
 ) -> MemoryWrite:
     """Write one memory with its history row and activity event, in one transaction.
 
     Concurrent writers of one key serialize on its row lock, and each records the state
     the previous one left. Two that both find the key new race to insert it: the loser's
     INSERT fails on the unique (user, key), its transaction is rolled back, and it runs
-    once more, this time updating the winner's row.
+    once more, this time updating the winner's row (or, `only_new`, failing with Conflict).
+    When the user must review it first, the proposal is committed and ReviewRequired raised.
     """
+    write = (user, key, fields, actor, action, create, only_new, reason)
     try:
         with transaction.atomic():
-            return _write_once(user, key, fields, actor, action, create)
+            result = _write_once(*write)
     except IntegrityError as error:
         if not _is_unique_key_violation(error):
             raise
-    with transaction.atomic():
-        return _write_once(user, key, fields, actor, action, create)
+        with transaction.atomic():
+            result = _write_once(*write)
+    if isinstance(result, MemoryProposal):
+        raise ReviewRequired(result)
+    return result
 
 
 def _write_once(
@@ -204,10 +512,18 @@ def _write_once(
     actor: Actor,
     action: HistoryAction,
     create: bool,
-) -> MemoryWrite:
-    # Two statements: the row lock, which also reads the pause, and one that writes the
-    # row (INSERT or UPDATE), its history row and its activity event together.
-    memory = _locked(user, key, actor)
+    only_new: bool,
+    reason: str,
+) -> MemoryWrite | MemoryProposal:
+    # Two statements: the row lock, which also reads the pause and the review rule, and
+    # one that writes the row (INSERT or UPDATE), its history row and its activity event.
+    memory, review_new = _locked(user, key, actor)
+    if only_new and memory is not None:
+        raise Conflict(f"You already have '{key}'; edit it in the list instead.", field="slug")
+    if actor.kind != ActorKind.USER:
+        gated = _review_gate(user, key, fields, actor, memory, review_new, create, reason)
+        if gated is not None:
+            return gated
     created = memory is None
     if memory is None:
         if not create:
@@ -247,6 +563,133 @@ def _write_once(
     return MemoryWrite(memory=memory, created=created, history=history)
 
 
+def _review_gate(
+    user: AbstractBaseUser,
+    key: str,
+    fields: dict[str, Any],
+    actor: Actor,
+    memory: Memory | None,
+    review_new: bool,
+    create: bool,
+    reason: str,
+) -> MemoryWrite | MemoryProposal | None:
+    """What an agent's write becomes instead of applying, if anything: the proposal it
+    must wait as, or (a user-stated row it would leave as it is) an unchanged write."""
+    if memory is not None and memory.source == Source.USER_STATED:
+        before = memory.snapshot()
+        after = {**before, **_snapshot_fields(fields)}
+        if all(after[name] == before[name] for name in ("value", "tags", "pinned")):
+            return MemoryWrite(memory=memory, created=False, history=None)
+        return _propose(
+            user,
+            key,
+            actor,
+            ProposalAction.UPDATE,
+            ProposalTrigger.USER_STATED,
+            before=before,
+            after=after,
+            reason=reason,
+        )
+    if memory is None and create and review_new:
+        return _propose(
+            user,
+            key,
+            actor,
+            ProposalAction.CREATE,
+            ProposalTrigger.NEW_MEMORY,
+            before=None,
+            after=_new_snapshot(fields),
+            reason=reason,
+        )
+    return None
+
+
+SNAPSHOT_FIELDS = ("value", "source", "confidence", "tags", "pinned")
+
+
+def _snapshot_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: list(value) if name == "tags" else value
+        for name, value in fields.items()
+        if name in SNAPSHOT_FIELDS
+    }
+
+
+def _new_snapshot(fields: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot a new row with these fields would have."""
+    return {"tags": [], "pinned": False, **_snapshot_fields(fields)}
+
+
+def _propose(
+    user: AbstractBaseUser,
+    key: str,
+    actor: Actor,
+    action: ProposalAction,
+    trigger: ProposalTrigger,
+    *,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    reason: str,
+    requested_key: str = "",
+) -> MemoryProposal:
+    """Put the write in the user's review inbox, inside the caller's transaction.
+
+    The same proposal again (an agent retrying) is the pending one; a different one from
+    the same proposer for the same key replaces it (the older is marked superseded).
+    """
+    now = timezone.now()
+    pending = MemoryProposal.objects.filter(
+        user=user,
+        key=key,
+        status=ProposalStatus.PENDING,
+        actor_type=actor.kind,
+        actor_agent=actor.agent,
+    ).select_for_update()
+    for proposal in pending:
+        if (proposal.action, proposal.after, proposal.requested_key) == (
+            action,
+            after,
+            requested_key,
+        ):
+            return proposal
+    pending.update(status=ProposalStatus.SUPERSEDED, decided_at=now)
+    proposal = MemoryProposal.objects.create(
+        user=user,
+        key=key,
+        action=action,
+        trigger=trigger,
+        before=before,
+        after=after,
+        requested_key=requested_key,
+        reason=reason,
+        expires_at=now + timedelta(days=settings.MNEMO_PROPOSAL_TTL_DAYS),
+        **actor.as_fields(),
+    )
+    events.proposal_created(
+        user=user,
+        actor=actor,
+        proposal_id=proposal.pk,
+        key=key,
+        action=action,
+        trigger=trigger,
+    )
+    return proposal
+
+
+def _clean_reason(reason: object) -> str:
+    if reason is None:
+        return ""
+    if not isinstance(reason, str):
+        raise InvalidInput("Reason must be text.", field="reason")
+    reason = " ".join(reason.split())
+    if len(reason) > MAX_REASON_LENGTH:
+        raise InvalidInput(
+            f"Reason is {len(reason)} characters long; the longest allowed is {MAX_REASON_LENGTH}.",
+            field="reason",
+        )
+    return reason
+
+
 # The write path's statements are SQL put together from the models: building them with
 # the ORM on every write cost more CPU than PostgreSQL spends running them (bench/README.md,
 # issue 12). Values still go through each field's pre_save and get_db_prep_save, as in the
@@ -259,22 +702,27 @@ def _quote(name: str) -> str:
 
 @functools.cache
 def _lock_sql() -> tuple[str, list[str], int]:
-    """One row always: whether agents are refused (the user paused memory), and the memory
-    row, locked FOR UPDATE, when the key has one."""
+    """One row always: whether agents are refused (the user paused memory), whether their
+    new memories wait for review, and the memory row, locked FOR UPDATE, when the key has
+    one."""
     fields = [f for f in Memory._meta.concrete_fields if f.name not in SEARCH_COLUMNS]
     columns = ", ".join(_quote(field.column) for field in fields)
+    profile = _quote(Profile._meta.db_table)
     sql = (
-        "SELECT guard.paused, memory.* FROM (SELECT %(guarded)s AND EXISTS (SELECT FROM "  # noqa: S608 - names from the models
-        f"{_quote(Profile._meta.db_table)} WHERE user_id = %(user)s AND memory_paused)"
-        f" AS paused) AS guard LEFT JOIN (SELECT {columns} FROM {_quote(Memory._meta.db_table)}"
+        "SELECT guard.paused, guard.review, memory.* FROM (SELECT %(guarded)s AND EXISTS "  # noqa: S608 - names from the models
+        f"(SELECT FROM {profile} WHERE user_id = %(user)s AND memory_paused) AS paused, "
+        f"%(guarded)s AND EXISTS (SELECT FROM {profile} WHERE user_id = %(user)s "
+        "AND review_agent_memories) AS review) AS guard "
+        f"LEFT JOIN (SELECT {columns} FROM {_quote(Memory._meta.db_table)}"
         " WHERE user_id = %(user)s AND key = %(key)s FOR UPDATE) AS memory ON true"
     )
     names = [field.attname for field in fields]
     return sql, names, names.index(Memory._meta.pk.attname)
 
 
-def _locked(user: AbstractBaseUser, key: str, actor: Actor) -> Memory | None:
-    """The memory under `key`, locked until the transaction ends; None if there is none.
+def _locked(user: AbstractBaseUser, key: str, actor: Actor) -> tuple[Memory | None, bool]:
+    """The memory under `key`, locked until the transaction ends (None if there is none),
+    and whether the actor's new memories wait for the user's review.
 
     MemoryPaused when an agent (or the system) writes for a user who paused memory, as
     profiles.services.check_agents_may_write says, read in this same statement: a pause
@@ -284,14 +732,14 @@ def _locked(user: AbstractBaseUser, key: str, actor: Actor) -> Memory | None:
     params = {"guarded": actor.kind != ActorKind.USER, "user": user.pk, "key": key}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        paused, *values = cursor.fetchone()
+        paused, review, *values = cursor.fetchone()
     if paused:
         raise MemoryPaused(MEMORY_PAUSED_MESSAGE)
     if values[pk_index] is None:
-        return None
+        return None, review
     memory = Memory.from_db(connection.alias, names, values)
     memory.user = user
-    return memory
+    return memory, review
 
 
 def _write_rows(

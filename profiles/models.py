@@ -22,6 +22,11 @@ class Profile(models.Model):
     memory_paused = models.BooleanField(
         default=False, help_text="While paused, agents cannot write memory."
     )
+    review_agent_memories = models.BooleanField(
+        default=False,
+        help_text="Agents' new memories wait in the review inbox instead of applying at once. "
+        "Their changes to what the user stated always wait.",
+    )
     auto_learn = models.BooleanField(
         default=False, help_text="Let the assistant consolidate what it learns after a turn."
     )

@@ -18,7 +18,14 @@ from profiles.models import Agent
 
 pytestmark = pytest.mark.django_db
 
-MEMORY_TOOLS = ["create_memory", "delete_memory", "get_memory", "list_memories", "update_memory"]
+MEMORY_TOOLS = [
+    "create_memory",
+    "delete_memory",
+    "get_memory",
+    "list_memories",
+    "list_proposals",
+    "update_memory",
+]
 WORKSPACE_TOOLS = [
     "agent_memory_get",
     "append_agent_memory",
@@ -88,6 +95,7 @@ CALLS = {
     "delete_memory": ({"key": "fact:seeded"}, {"key": ["fact:seeded"]}),
     "get_memory": ({"key": "fact:seeded"}, {}),
     "list_memories": ({"kind": "fact", "limit": 10}, {"limit": 0}),
+    "list_proposals": ({"status": "pending_review", "limit": 10}, {"status": "maybe"}),
     "memory_read": ({"path": "notes/seeded.md"}, {"path": 7}),
     "memory_write": ({"path": "notes/new.md", "content": "# New\n"}, {"path": "notes/new.md"}),
     "memory_append": ({"path": "notes/seeded.md", "content": "more"}, {"content": "more"}),

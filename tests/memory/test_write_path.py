@@ -1,7 +1,9 @@
 """The agent write path's budget and guarantees (issue 12, "Faster writes").
 
-A write is the token lookup, the row lock (which reads the pause too) and one statement
-writing the row, its history row and its activity event. These tests fail if a round
+A write is the token lookup, the row lock (which reads the pause and the review rule too)
+and one statement writing the row, its history row and its activity event; an agent's entry
+is first looked at by the near-duplicate check (one statement, issue 14; an embedding too
+only when the user has other entries of its kind). These tests fail if a round
 trip comes back, if the pause is read too early, or if the hand-built statements write
 anything other than what the ORM would.
 """
@@ -36,9 +38,11 @@ def _warm(call_tool, token):
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["new key", "existing key"])
-def test_an_agent_write_is_three_statements(call_tool, alice, alice_token, existing):
+def test_an_agent_write_is_four_statements(call_tool, alice, alice_token, existing):
     if existing:
-        MemoryFactory(user=alice, key="fact:tea", value="black tea")
+        MemoryFactory(
+            user=alice, key="fact:tea", value="black tea", source="tp_extracted", confidence=0.8
+        )
     _warm(call_tool, alice_token)
 
     with CaptureQueriesContext(connection) as queries:
@@ -46,17 +50,19 @@ def test_an_agent_write_is_three_statements(call_tool, alice, alice_token, exist
 
     assert response.status_code == (200 if existing else 201)
     statements = _statements(queries.captured_queries)
-    assert len(statements) == 3, statements
-    token_lookup, lock, write = statements
+    assert len(statements) == 4, statements
+    token_lookup, duplicate_check, lock, write = statements
     assert "profiles_agenttoken" in token_lookup
     assert "profiles_profile" in token_lookup
+    assert "regexp_replace" in duplicate_check
     assert "FOR UPDATE" in lock
     assert "memory_paused" in lock
+    assert "review_agent_memories" in lock
     assert write.startswith("WITH written AS (")
     assert "user_context_history" in write
     assert "activity_log" in write
     # One transaction: one savepoint pair around the lock and the write.
-    assert len(queries.captured_queries) == 5
+    assert len(queries.captured_queries) == 6
 
 
 def test_the_working_memory_render_is_two_statements(client, alice, alice_token):

@@ -1,0 +1,160 @@
+"""Near-duplicates: does a new agent memory say what one of the same kind already says?
+
+The best-known complaint about memory services is that most of what agents store is junk
+and repeats. So before an agent's new entry becomes a row (memory/services.py), it is
+compared with the user's entries of the same kind:
+
+- the same text, ignoring case and spacing, is a duplicate whatever the model;
+- otherwise the new text, embedded as a search query, is compared with their stored
+  passage vectors (same model): at or above the model's threshold the nearest one is
+  "near". As a query, e5 tells the same from the merely related far better than passage
+  to passage (bench/README.md: recall .63 against .22 at precision .95); the other models
+  embed queries and passages alike. Thresholds are calibrated per model on 151
+  hand-written pairs (bench/duplicates.py); a model with none (and no
+  MNEMO_DUPLICATE_THRESHOLD) compares text only.
+
+A near one either adds nothing (every word of the new text, stemmed and without stop
+words, is already in it: a duplicate) or adds something (a contradiction, a detail),
+which becomes a proposal to update it: a false "near" costs the user a look in the review
+inbox (where "keep both" adds it after all), never a lost memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import connection
+
+from lib.search_fields import vector_literal
+from memory.models import Memory
+from search.embeddings import (
+    E5_MODEL_ID,
+    WORDLLAMA_MODEL_ID,
+    EmbeddingError,
+    get_query_embedder,
+)
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+# Cosine similarity of the new text (as a query) and a stored entry at or above which they
+# say the same or are about the same thing, by embedding model: the lowest threshold with
+# precision >= 0.95 and at most 5% of distinct pairs merged (bench/duplicates.py;
+# bench/README.md "Near-duplicate threshold").
+CALIBRATED_THRESHOLDS = {
+    E5_MODEL_ID: 0.89,
+    WORDLLAMA_MODEL_ID: 0.58,
+}
+
+
+@dataclass(frozen=True)
+class NearMatch:
+    memory: Memory
+    similarity: float  # 1.0 for the same text
+    adds_something: bool  # the new text has words the existing one lacks
+
+
+@dataclass(frozen=True)
+class Vector:
+    values: list[float]
+    model: str
+
+
+def threshold_for(model: str) -> float | None:
+    """The similarity that makes two passages near for this model; None: compare text only."""
+    override = settings.MNEMO_DUPLICATE_THRESHOLD
+    if override is not None:
+        return override
+    return CALIBRATED_THRESHOLDS.get(model)
+
+
+def find_near_duplicate(*, user: AbstractBaseUser, key: str, value: str) -> NearMatch | None:
+    """The user's entry of the same kind as `key` nearest to `value`, if near enough.
+
+    None also when the user has `key` already: that is a write to it, not a new row.
+    """
+    kind = key.partition(":")[0]
+    has_key, same_text, has_kind = _look(user, kind, key, value)
+    if has_key or not has_kind:
+        return None
+    if same_text is not None:
+        return NearMatch(Memory.objects.get(pk=same_text), 1.0, adds_something=False)
+    vector = _embed_query(value)
+    threshold = None if vector is None else threshold_for(vector.model)
+    if threshold is None:
+        return None
+    nearest = _nearest(user, kind, key, value, vector)
+    if nearest is None or nearest[1] < threshold:
+        return None
+    memory_id, similarity, new_words = nearest
+    return NearMatch(Memory.objects.get(pk=memory_id), similarity, adds_something=new_words > 0)
+
+
+def _normalized(text: str) -> str:
+    """Lower case, one space between words, no closing full stop: as _look's SQL does."""
+    return " ".join(text.lower().split()).strip(" .!")
+
+
+def _look(user: AbstractBaseUser, kind: str, key: str, value: str) -> tuple[bool, int | None, bool]:
+    """In one statement: whether the user has `key`, the id of an entry of the kind with the
+    same text, and whether the user has any other entry of the kind."""
+    table = connection.ops.quote_name(Memory._meta.db_table)
+    same_kind = f"FROM {table} WHERE user_id = %(user)s AND key LIKE %(prefix)s AND key <> %(key)s"
+    sql = (
+        f"SELECT EXISTS (SELECT FROM {table} WHERE user_id = %(user)s AND key = %(key)s), "  # noqa: S608 - the model's table
+        f"(SELECT id {same_kind} AND btrim(lower(regexp_replace(value, '\\s+', ' ', 'g')), "
+        "' .!') = %(normalized)s ORDER BY id LIMIT 1), "
+        f"EXISTS (SELECT {same_kind})"
+    )
+    params = {
+        "user": user.pk,
+        "key": key,
+        "prefix": f"{kind}:%",
+        "normalized": _normalized(value),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def _embed_query(value: str) -> Vector | None:
+    """`value` embedded as a query; None when the provider is unavailable (the write goes
+    on, compared by text only)."""
+    try:
+        embedder = get_query_embedder("memories")
+        (values,) = embedder.embed_query([value])
+    except EmbeddingError:
+        return None
+    return Vector(values=values, model=embedder.model)
+
+
+def _nearest(
+    user: AbstractBaseUser, kind: str, key: str, value: str, vector: Vector
+) -> tuple[int, float, int] | None:
+    """(id, similarity, words of `value` it lacks) of the nearest row of the kind, by the
+    rows' stored vectors of the same model. Words are compared as the keyword side indexes
+    them (the english configuration: stemmed, stop words dropped)."""
+    table = connection.ops.quote_name(Memory._meta.db_table)
+    sql = (
+        "SELECT id, 1 - (embedding <=> %(vector)s::vector) AS similarity, "  # noqa: S608 - the model's table
+        "(SELECT count(*) FROM (SELECT unnest(tsvector_to_array(to_tsvector('english', "
+        "%(value)s))) EXCEPT SELECT unnest(tsvector_to_array(to_tsvector('english', value)))) "
+        "AS new_words) "
+        f"FROM {table} WHERE user_id = %(user)s AND key LIKE %(prefix)s AND key <> %(key)s "
+        "AND embedding_model = %(model)s AND embedding IS NOT NULL "
+        "ORDER BY embedding <=> %(vector)s::vector LIMIT 1"
+    )
+    params = {
+        "vector": vector_literal(vector.values),
+        "value": value,
+        "user": user.pk,
+        "prefix": f"{kind}:%",
+        "key": key,
+        "model": vector.model,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else (row[0], float(row[1]), int(row[2]))
