@@ -261,6 +261,9 @@ MNEMO_SEARCH_OWN_INDEX_ROWS = env_int("MNEMO_SEARCH_OWN_INDEX_ROWS", default=20_
 # days (beat sweeps hourly; activity records it). An agent's new entry whose passage vector
 # is this similar to an entry of the same kind is near it (memory/duplicates.py); unset:
 # the threshold calibrated for the embedding model (bench/duplicates.py).
+# Off: agents' new entries are not compared with existing ones (a deployment that ingests
+# transcripts or datasets whose restatements must each be kept; bench/retrieval.py).
+MNEMO_MERGE_NEAR_DUPLICATES = env_bool("MNEMO_MERGE_NEAR_DUPLICATES", default=True)
 MNEMO_PROPOSAL_TTL_DAYS = env_int("MNEMO_PROPOSAL_TTL_DAYS", default=14, minimum=1)
 MNEMO_DUPLICATE_THRESHOLD: float | None = env_fraction(
     "MNEMO_DUPLICATE_THRESHOLD",

@@ -44,9 +44,14 @@ if TYPE_CHECKING:
 # precision >= 0.95 and at most 5% of distinct pairs merged (bench/duplicates.py;
 # bench/README.md "Near-duplicate threshold").
 CALIBRATED_THRESHOLDS = {
-    E5_MODEL_ID: 0.89,
-    WORDLLAMA_MODEL_ID: 0.58,
+    E5_MODEL_ID: 0.885,
+    WORDLLAMA_MODEL_ID: 0.66,
 }
+# And at least this share of the new text's words must be in the entry: two facts about
+# one subject are close in meaning (e5 put a third of the observations of the development
+# conversations at 0.89 or more from an earlier, different one), a restatement also shares
+# its words. It halved those while costing a fifth of the same-meaning pairs found.
+MIN_SHARED_WORDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,8 @@ def find_near_duplicate(*, user: AbstractBaseUser, key: str, value: str) -> Near
 
     None also when the user has `key` already: that is a write to it, not a new row.
     """
+    if not settings.MNEMO_MERGE_NEAR_DUPLICATES:
+        return None
     kind = key.partition(":")[0]
     has_key, same_text, has_kind = _look(user, kind, key, value)
     if has_key or not has_kind:
@@ -85,8 +92,8 @@ def find_near_duplicate(*, user: AbstractBaseUser, key: str, value: str) -> Near
     threshold = None if vector is None else threshold_for(vector.model)
     if threshold is None:
         return None
-    nearest = _nearest(user, kind, key, value, vector)
-    if nearest is None or nearest[1] < threshold:
+    nearest = _nearest(user, kind, key, value, vector, threshold)
+    if nearest is None:
         return None
     memory_id, similarity, new_words = nearest
     return NearMatch(Memory.objects.get(pk=memory_id), similarity, adds_something=new_words > 0)
@@ -130,21 +137,50 @@ def _embed_query(value: str) -> Vector | None:
     return Vector(values=values, model=embedder.model)
 
 
+# The words of `new` not among the words of `old`, and how many words `new` has, compared
+# as the keyword side indexes them (the english configuration: stemmed, stop words dropped).
+# `new` and `old` are SQL expressions. bench/duplicates.py calls word_counts below.
+_WORDS = "tsvector_to_array(to_tsvector('english', {}))"
+_WORD_COUNTS_SQL = (
+    "(SELECT count(*) FROM (SELECT unnest("  # noqa: S608 - constants
+    + _WORDS.format("{new}")
+    + ") EXCEPT "
+    "SELECT unnest(" + _WORDS.format("{old}") + ")) AS new_words), "
+    "cardinality(" + _WORDS.format("{new}") + ")"
+)
+NEAREST_CANDIDATES = 5
+
+
+def is_near(similarity: float, new_words: int, words: int, threshold: float) -> bool:
+    """Near: as close in meaning as the threshold, and sharing at least half its words."""
+    shared = 1.0 if words == 0 else 1 - new_words / words
+    return similarity >= threshold and shared >= MIN_SHARED_WORDS
+
+
+def word_counts(pairs: list[tuple[str, str]]) -> list[tuple[int, int]]:
+    """For each (new, old): the words of new that old lacks, and the words of new."""
+    sql = (
+        "SELECT "  # noqa: S608 - constants
+        + _WORD_COUNTS_SQL.format(new="p.new", old="p.old")
+        + " FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS p(new, old, n) ORDER BY n"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[new for new, _ in pairs], [old for _, old in pairs]])
+        return [(int(missing), int(total)) for missing, total in cursor.fetchall()]
+
+
 def _nearest(
-    user: AbstractBaseUser, kind: str, key: str, value: str, vector: Vector
+    user: AbstractBaseUser, kind: str, key: str, value: str, vector: Vector, threshold: float
 ) -> tuple[int, float, int] | None:
-    """(id, similarity, words of `value` it lacks) of the nearest row of the kind, by the
-    rows' stored vectors of the same model. Words are compared as the keyword side indexes
-    them (the english configuration: stemmed, stop words dropped)."""
+    """(id, similarity, words of `value` it lacks) of the nearest row of the kind that is
+    near (is_near), among the few nearest by the rows' stored vectors of the same model."""
     table = connection.ops.quote_name(Memory._meta.db_table)
     sql = (
         "SELECT id, 1 - (embedding <=> %(vector)s::vector) AS similarity, "  # noqa: S608 - the model's table
-        "(SELECT count(*) FROM (SELECT unnest(tsvector_to_array(to_tsvector('english', "
-        "%(value)s))) EXCEPT SELECT unnest(tsvector_to_array(to_tsvector('english', value)))) "
-        "AS new_words) "
-        f"FROM {table} WHERE user_id = %(user)s AND key LIKE %(prefix)s AND key <> %(key)s "
+        + _WORD_COUNTS_SQL.format(new="%(value)s", old="value")
+        + f" FROM {table} WHERE user_id = %(user)s AND key LIKE %(prefix)s AND key <> %(key)s "
         "AND embedding_model = %(model)s AND embedding IS NOT NULL "
-        "ORDER BY embedding <=> %(vector)s::vector LIMIT 1"
+        "ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s"
     )
     params = {
         "vector": vector_literal(vector.values),
@@ -153,8 +189,12 @@ def _nearest(
         "prefix": f"{kind}:%",
         "key": key,
         "model": vector.model,
+        "limit": NEAREST_CANDIDATES,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return None if row is None else (row[0], float(row[1]), int(row[2]))
+        rows = cursor.fetchall()
+    for memory_id, similarity, new_words, words in rows:
+        if is_near(float(similarity), new_words, words, threshold):
+            return memory_id, float(similarity), int(new_words)
+    return None
