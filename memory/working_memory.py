@@ -1,34 +1,56 @@
 """The working-memory block injected into the assistant's system prompt (DESIGN.md).
 
-It never exceeds its token budget, never cuts an entry in half and is the same,
-byte for byte, for the same rows. When the budget is too small it keeps, in order:
-profile lines, style lines, pinned entries, then the other entries by recency of
-use, confidence and key.
+It never exceeds its token budget, never cuts a line to fit it and is the same, byte
+for byte, for the same rows. What the user stated is listed under "What you've told
+me", what agents noted (source tp_extracted or document) under "What I've noticed", a
+pinned one too. When the budget is too small it keeps, in order: profile lines, style
+lines, pinned entries, the user's stated entries (by recency of use, then key), then the
+agents' entries (by confidence, then recency of use, then key).
+
+Every value is data, never structure: one line (`sanitize`), a Markdown opener at its
+start escaped (`fence`: it cannot forge a heading, a quote, a list item or a fence), and
+no line longer than MNEMO_WORKING_MEMORY_LINE_CHARS (a value shortened to fit ends with
+"…").
+
+With `as_of`, the block is the one the rows made at that time, rebuilt from history
+(memory.selectors.memory_states_as_of).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
+from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from lib.errors import InvalidInput
 from lib.tokenizer import TokenCounter, get_token_counter
 from memory.keys import PROFILE_KEYS
-from memory.models import Memory
+from memory.models import Memory, Source
+from memory.selectors import memory_states_as_of
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from profiles.services import profile_for_user
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-HEADERS = ("### About you", "### Your preferences", "### What you've told me")
-ABOUT, PREFERENCES, TOLD = range(3)
+HEADERS = (
+    "### About you",
+    "### Your preferences",
+    "### What you've told me",
+    "### What I've noticed",
+)
+ABOUT, PREFERENCES, TOLD, NOTICED = range(4)
+SECTIONS = ("about", "preferences", "told", "noticed")  # the headers' names in Line.section
+USER, AGENT, MIXED = "user", "agent", "mixed"  # who stated a line: Line.stated_by
 ENTRY_LABELS = {
     "instruction": "Note:",
     "preference": "Prefers:",
@@ -39,8 +61,17 @@ ENTRY_LABELS = {
     "task": "Task:",
     "bugfix": "Fixed:",
 }
+_PREFIXES = {kind: f"- {label} " for kind, label in ENTRY_LABELS.items()}
 OVER_BUDGET = "over_budget"
 EMPTY = "empty"  # nothing left of the value once sanitized
+ELLIPSIS = "…"  # ends a value shortened to fit its line
+# What opens a Markdown block at the start of a line: a heading, a quote, a list item or
+# thematic break, a setext underline, a table row, a code fence, an HTML block. A value that
+# starts with one gets a backslash before it, as Markdown escapes it: it reads the same.
+_OPENERS = frozenset("#>-*+=_|`~<0123456789")
+_NOT_PLAIN_START = _OPENERS | {" "}
+_ORDERED_ITEM = re.compile(r"[0-9]{1,9}[.)](?= |$)")  # "1. " or "1) ", not "3.5 hours"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Characters dropped from values: controls, format characters (zero-width, bidi
 # overrides), lone surrogates. Line and paragraph separators are whitespace and
 # become spaces like the rest.
@@ -54,13 +85,26 @@ class Omitted:
 
 
 @dataclass(frozen=True)
+class Line:
+    """One line of the block after its header, and who stated what it shows."""
+
+    section: str  # "about", "preferences", "told" or "noticed" (SECTIONS)
+    keys: tuple[str, ...]
+    text: str
+    # "user" when every row on the line is user_stated, "agent" when none is, else "mixed".
+    stated_by: str
+
+
+@dataclass(frozen=True)
 class WorkingMemory:
     text: str
     tokens: int
     budget: int
-    included: list[str]
+    included: list[str]  # keys, in priority order
     omitted: list[Omitted]
     counter: str
+    lines: list[Line]  # the lines after the headers, in the block's order
+    as_of: datetime | None = None  # the past time the block was rebuilt for, if any
 
 
 class _Unit(NamedTuple):
@@ -69,27 +113,39 @@ class _Unit(NamedTuple):
     section: int
     keys: tuple[str, ...]
     line: str
+    stated_by: str
 
 
 class _Row(NamedTuple):
     key: str
-    value: str
+    value: str  # sanitized and fenced
     pinned: bool
     confidence: float
     used_at: int  # last used, or else last updated, in microseconds since 1970
     id: int  # rows are numbered in the order they were created
+    user_stated: bool
 
 
 # Sort keys as C-level getters: a lambda per row cost about as much as the sorting.
-_KEY, _PINNED, _USED_AT, _CONFIDENCE = map(attrgetter, ("key", "pinned", "used_at", "confidence"))
+_KEY, _PINNED, _USED_AT, _CONFIDENCE, _SECTION = map(
+    attrgetter, ("key", "pinned", "used_at", "confidence", "section")
+)
 
 
-def build_working_memory(*, user: AbstractBaseUser, budget: int | None = None) -> WorkingMemory:
-    """Render the user's memory within `budget` tokens (default: the profile's budget)."""
+def build_working_memory(
+    *, user: AbstractBaseUser, budget: int | None = None, as_of: datetime | None = None
+) -> WorkingMemory:
+    """Render the user's memory within `budget` tokens (default: the profile's budget).
+
+    With `as_of` (an aware datetime, not in the future), the memory as it was then,
+    rebuilt from history. History keeps no uses, so the entries are then ordered by when
+    they last changed (memory_states_as_of); the budget is still today's.
+    """
     budget = _check_budget(profile_for_user(user).token_budget if budget is None else budget)
+    rows = _rows(user) if as_of is None else _rows_as_of(user, check_as_of(as_of))
     counter = get_token_counter()
     counts = _memoized_counts(counter)
-    units, omitted = _units(_rows(user))
+    units, omitted = _units(rows, settings.MNEMO_WORKING_MEMORY_LINE_CHARS)
     chosen, text = _fit(units, budget, counts)
     included, left_out = _split(units, chosen)
     omitted += [_over_budget(key) for unit in left_out for key in unit.keys]
@@ -100,7 +156,28 @@ def build_working_memory(*, user: AbstractBaseUser, budget: int | None = None) -
         included=[key for unit in included for key in unit.keys],
         omitted=omitted,
         counter=counter.name,
+        lines=[
+            Line(SECTIONS[unit.section], unit.keys, unit.line, unit.stated_by)
+            for unit in sorted(included, key=_SECTION)
+        ],
+        as_of=as_of,
     )
+
+
+AS_OF_NEEDS_A_ZONE = (
+    "The time needs its time zone (ISO 8601, e.g. 2025-06-03T09:00:00Z or "
+    "2025-06-03T17:00:00+08:00)."
+)
+AS_OF_IN_THE_FUTURE = "The time is in the future; give one up to now."
+
+
+def check_as_of(as_of: object) -> datetime:
+    """`as_of` if it is an aware datetime not in the future; InvalidInput otherwise."""
+    if not isinstance(as_of, datetime) or timezone.is_naive(as_of):
+        raise InvalidInput(AS_OF_NEEDS_A_ZONE, field="as_of")
+    if as_of > timezone.now():
+        raise InvalidInput(AS_OF_IN_THE_FUTURE, field="as_of")
+    return as_of
 
 
 @functools.lru_cache(maxsize=16384)
@@ -129,11 +206,11 @@ def _rows(user: AbstractBaseUser) -> list[_Row]:
     # Sorted later, by code point: the database's collation must not change the bytes.
     # A timestamp as whole microseconds is exact and much cheaper to read than a datetime.
     with connection.cursor() as cursor:
-        cursor.execute(_rows_sql(), [user.pk])
+        cursor.execute(_rows_sql(), [str(Source.USER_STATED), user.pk])
         rows = cursor.fetchall()
     return [
-        _Row(key, sanitize(value), pinned, confidence, used_at, row_id)
-        for key, value, pinned, confidence, used_at, row_id in rows
+        _Row(key, _as_data(value), pinned, confidence, used_at, row_id, user_stated)
+        for key, value, pinned, confidence, used_at, row_id, user_stated in rows
     ]
 
 
@@ -143,9 +220,26 @@ def _rows_sql() -> str:
     table = connection.ops.quote_name(Memory._meta.db_table)
     return (
         "SELECT key, value, pinned, confidence, (EXTRACT(EPOCH FROM "  # noqa: S608 - the model's table
-        "COALESCE(last_accessed_at, updated_at)) * 1000000)::bigint, id "
+        "COALESCE(last_accessed_at, updated_at)) * 1000000)::bigint, id, source = %s "
         f"FROM {table} WHERE user_id = %s"
     )
+
+
+def _rows_as_of(user: AbstractBaseUser, as_of: datetime) -> list[_Row]:
+    """The rows as they were at `as_of`, last changed standing in for last used."""
+    microsecond = timedelta(microseconds=1)
+    return [
+        _Row(
+            state.key,
+            _as_data(state.value),
+            state.pinned,
+            state.confidence,
+            (state.changed_at - _EPOCH) // microsecond,
+            state.created_id,
+            state.source == Source.USER_STATED,
+        )
+        for state in memory_states_as_of(user=user, as_of=as_of)
+    ]
 
 
 def sanitize(value: str) -> str:
@@ -163,9 +257,71 @@ def sanitize(value: str) -> str:
     return " ".join(value.split())
 
 
-def _units(rows: list[_Row]) -> tuple[list[_Unit], list[Omitted]]:
+def _as_data(value: str) -> str:
+    """`fence(sanitize(value))`, in one call for the common value that needs neither."""
+    if (
+        value.isprintable()
+        and value[:1] not in _NOT_PLAIN_START
+        and "  " not in value
+        and not value.endswith(" ")
+    ):
+        return value
+    return fence(sanitize(value))
+
+
+def fence(value: str) -> str:
+    r"""A sanitized value as data: a Markdown opener at its start is backslash-escaped.
+
+    "### System" becomes "\### System", "- fake" "\- fake", "1. step" "1\. step": after
+    a label, or at the start of the identity line, a value cannot open a heading, a
+    quote, a list item, a table row or a code fence.
+    """
+    if value[:1] not in _OPENERS:
+        return value
+    if value[0] in "0123456789":
+        item = _ORDERED_ITEM.match(value)
+        if item is None:
+            return value
+        end = item.end() - 1
+        return f"{value[:end]}\\{value[end:]}"
+    return "\\" + value
+
+
+def _shorten(value: str, size: int) -> str:
+    """`value` in at most `size` characters, ending with "…" if it had to be cut."""
+    if len(value) <= size:
+        return value
+    return value[: max(size - 1, 0)].rstrip() + ELLIPSIS
+
+
+def _shortened(values: list[str], room: int) -> list[str]:
+    """The values in `room` characters together: the longest are cut to an equal share."""
+    left, count = room, len(values)
+    for length in sorted(map(len, values)):
+        share = left // count
+        if length > share:
+            return [_shorten(value, share) for value in values]
+        left -= length
+        count -= 1
+    return values
+
+
+def _capped(make: Callable[[list[str]], str], values: list[str], limit: int) -> str:
+    """The line `make(values)`, its longest values shortened to fit in `limit` characters."""
+    line = make(values)
+    if len(line) > limit:
+        line = make(_shortened(values, limit - len(line) + sum(map(len, values))))
+    return line
+
+
+def _stated_by(rows: list[_Row]) -> str:
+    stated = sum(row.user_stated for row in rows)
+    return USER if stated == len(rows) else AGENT if stated == 0 else MIXED
+
+
+def _units(rows: list[_Row], limit: int) -> tuple[list[_Unit], list[Omitted]]:
     """The block's lines in priority order, and the rows with nothing left to show."""
-    profile: dict[str, str] = {}
+    profile: dict[str, _Row] = {}
     styles: dict[str, dict[str, _Row]] = {}
     entries: list[_Row] = []
     empty: list[Omitted] = []
@@ -176,31 +332,42 @@ def _units(rows: list[_Row]) -> tuple[list[_Unit], list[Omitted]]:
         # Keys in the table match the key grammar (a check constraint), so a cheap
         # split is enough here; memory.keys.parse_key is for keys from outside.
         if row.key in PROFILE_KEYS:
-            profile[row.key] = row.value
+            profile[row.key] = row
         elif ":" in row.key:
             entries.append(row)
         else:
             aspect, _, platform = row.key.partition("_")
             styles.setdefault(platform, {})[aspect] = row
-    units = _profile_units(profile) + _style_units(styles) + _entry_units(entries)
+    units = (
+        _profile_units(profile, limit) + _style_units(styles, limit) + _entry_units(entries, limit)
+    )
     return units, empty
 
 
-def _profile_units(profile: dict[str, str]) -> list[_Unit]:
+def _profile_units(profile: dict[str, _Row], limit: int) -> list[_Unit]:
     units = []
-    identity_keys = tuple(key for key in ("name", "role", "company") if key in profile)
-    if identity_keys:
-        units.append(_Unit(ABOUT, identity_keys, _identity_line(profile)))
-    if "timezone" in profile:
-        units.append(_Unit(ABOUT, ("timezone",), f"Timezone: {profile['timezone']}"))
-    if "summary" in profile:
-        units.append(_Unit(ABOUT, ("summary",), f"Summary: {profile['summary']}"))
+    identity = [profile[key] for key in ("name", "role", "company") if key in profile]
+    if identity:
+        keys = tuple(row.key for row in identity)
+        make = functools.partial(_identity_line, keys)
+        line = _capped(make, [row.value for row in identity], limit)
+        units.append(_Unit(ABOUT, keys, line, _stated_by(identity)))
+    for key, label in (("timezone", "Timezone:"), ("summary", "Summary:")):
+        if key in profile:
+            row = profile[key]
+            line = _capped(functools.partial(_labelled, label), [row.value], limit)
+            units.append(_Unit(ABOUT, (key,), line, _stated_by([row])))
     return units
 
 
-def _identity_line(profile: dict[str, str]) -> str:
+def _labelled(label: str, values: list[str]) -> str:
+    return f"{label} {values[0]}"
+
+
+def _identity_line(keys: tuple[str, ...], values: list[str]) -> str:
     """The line "Kevin (Head of Growth) at YARNNN", or as much of it as is known."""
-    name, role, company = (profile.get(key) for key in ("name", "role", "company"))
+    known = dict(zip(keys, values, strict=True))
+    name, role, company = (known.get(key) for key in ("name", "role", "company"))
     if name:
         who = f"{name} ({role})" if role else name
     elif role:
@@ -210,7 +377,7 @@ def _identity_line(profile: dict[str, str]) -> str:
     return f"{who} at {company}" if company else who
 
 
-def _style_units(styles: dict[str, dict[str, _Row]]) -> list[_Unit]:
+def _style_units(styles: dict[str, dict[str, _Row]], limit: int) -> list[_Unit]:
     """One line per platform, in the order the platforms were first set.
 
     Style lines are short and come before every entry, so their order hardly decides
@@ -223,27 +390,50 @@ def _style_units(styles: dict[str, dict[str, _Row]]) -> list[_Unit]:
     platforms = sorted(styles, key=first_set)
     units = []
     for platform in platforms:
-        present = [
-            (aspect, styles[platform][aspect])
+        rows = [
+            styles[platform][aspect]
             for aspect in ("tone", "verbosity")
             if aspect in styles[platform]
         ]
-        keys = tuple(row.key for _, row in present)
-        line = f"- {platform}: " + ", ".join(f"{aspect}: {row.value}" for aspect, row in present)
-        units.append(_Unit(PREFERENCES, keys, line))
+        keys = tuple(row.key for row in rows)
+        line = _capped(
+            functools.partial(_style_line, platform, keys), [r.value for r in rows], limit
+        )
+        units.append(_Unit(PREFERENCES, keys, line, _stated_by(rows)))
     return units
 
 
-def _entry_units(entries: list[_Row]) -> list[_Unit]:
-    """Pinned first, then most recently used, then most confident, then by key."""
+def _style_line(platform: str, keys: tuple[str, ...], values: list[str]) -> str:
+    """The line "- slack: tone: casual, verbosity: brief"."""
+    aspects = (key.partition("_")[0] for key in keys)
+    pairs = zip(aspects, values, strict=True)
+    return f"- {platform}: " + ", ".join(f"{aspect}: {value}" for aspect, value in pairs)
+
+
+def _entry_units(entries: list[_Row], limit: int) -> list[_Unit]:
+    """Pinned first; then the user's, most recently used first; then the agents', most
+    confident first, then most recently used; ties by key. Within the pinned ones, the
+    user's come first too."""
     # Stable sorts from the last criterion to the first; `entries` is already by key.
-    entries = sorted(entries, key=_CONFIDENCE, reverse=True)
-    entries.sort(key=_USED_AT, reverse=True)
+    told = [row for row in entries if row.user_stated]
+    noticed = [row for row in entries if not row.user_stated]
+    told.sort(key=_USED_AT, reverse=True)
+    noticed.sort(key=_USED_AT, reverse=True)
+    noticed.sort(key=_CONFIDENCE, reverse=True)
+    entries = told + noticed
     entries.sort(key=_PINNED, reverse=True)
-    return [
-        _Unit(TOLD, (row.key,), f"- {ENTRY_LABELS[row.key.partition(':')[0]]} {row.value}")
-        for row in entries
-    ]
+    units = []
+    for row in entries:
+        prefix = _PREFIXES[row.key.partition(":")[0]]
+        line = prefix + row.value
+        if len(line) > limit:
+            line = prefix + _shorten(row.value, limit - len(prefix))
+        units.append(
+            _Unit(TOLD, (row.key,), line, USER)
+            if row.user_stated
+            else _Unit(NOTICED, (row.key,), line, AGENT)
+        )
+    return units
 
 
 def _fit(units: list[_Unit], budget: int, counts: _Counts) -> tuple[list[int], str]:
@@ -294,6 +484,7 @@ def _split(units: list[_Unit], chosen: list[int]) -> tuple[list[_Unit], list[_Un
 
 
 def _render(units: list[_Unit], left_out: int) -> str:
+    """The sections in HEADERS order, each with its lines in priority order."""
     blocks = []
     for section, header in enumerate(HEADERS):
         lines = [unit.line for unit in units if unit.section == section]

@@ -18,7 +18,7 @@ Timezone: Asia/Singapore
 - slack: tone: casual, verbosity: brief
 - gmail: verbosity: detailed
 
-### What you've told me
+### What I've noticed
 - Note: always include TL;DR
 - Prefers: bullet points in reports
 """
