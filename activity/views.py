@@ -21,7 +21,27 @@ from work.models import WorkKind
 
 PER_PAGE = 50
 TEMPLATE = "activity/activity.html"
-MEMORY_ACTIONS = {"create": "Created", "update": "Updated", "restore": "Restored"}
+MEMORY_ACTIONS = {
+    "create": "Created",
+    "update": "Updated",
+    "restore": "Restored",
+    "rename": "Renamed",
+}
+PROPOSED = {
+    "create": "Proposed adding",
+    "update": "Proposed a change to",
+    "delete": "Proposed deleting",
+}
+TRIGGERS = {
+    "user_stated": "it changes what you said",
+    "new_memory": "you review agents' new memories",
+    "near_duplicate": "it overlaps a memory you have",
+}
+DECIDED = {
+    EventType.PROPOSAL_ACCEPTED: "Accepted",
+    EventType.PROPOSAL_REJECTED: "Rejected",
+    EventType.PROPOSAL_EXPIRED: "Expired",
+}
 SOURCE_LABELS = {"user_stated": "you said", "tp_extracted": "noted", "document": "from a document"}
 
 
@@ -58,6 +78,10 @@ def _text(value: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _key(payload: dict[str, Any]) -> str:
+    return _text(payload.get("key"), 100)
+
+
 def _describe(event: ActivityEvent) -> tuple[str, str, str, int | None]:
     """(verb, subject, detail, work id) from the payload; unknown shapes degrade to text.
 
@@ -66,9 +90,25 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str, int | None]:
     payload = event.payload if isinstance(event.payload, dict) else {}
     kind = event.event_type
     if kind == EventType.MEMORY_WRITTEN:
-        verb = MEMORY_ACTIONS.get(str(payload.get("action")), "Wrote")
+        action = str(payload.get("action"))
+        verb = MEMORY_ACTIONS.get(action, "Wrote")
         source = SOURCE_LABELS.get(str(payload.get("source")), _text(payload.get("source"), 40))
-        return verb, _text(payload.get("key"), 100), source, None
+        if action == "rename" and payload.get("renamed_from"):
+            # "Renamed fact:old to <code>preference:new</code>"
+            return f"Renamed {_text(payload['renamed_from'], 100)} to", _key(payload), "", None
+        return verb, _key(payload), source, None
+    if kind == EventType.PROPOSAL_CREATED:
+        verb = PROPOSED.get(str(payload.get("action")), "Proposed a change to")
+        why = TRIGGERS.get(str(payload.get("trigger")), "")
+        return verb, _key(payload), f"waits for your review: {why}" if why else "", None
+    if kind in DECIDED:
+        proposed_by = _text(payload.get("proposed_by"), 80)
+        return (
+            DECIDED[kind],
+            _key(payload),
+            f"proposed by {proposed_by}" if proposed_by else "",
+            None,
+        )
     if kind == EventType.MEMORY_DELETED:
         return "Deleted", _text(payload.get("key"), 100), "", None
     if kind == EventType.WORK_CREATED:

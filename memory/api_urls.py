@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory import apis
+from memory import apis, settings_api
 
 urlpatterns = [
     path("tools/create_memory", apis.MemoryCreateApi.as_view(), name="create_memory"),
@@ -12,4 +12,5 @@ urlpatterns = [
     path("tools/promote_memory", apis.PromoteMemoryApi.as_view(), name="promote_memory"),
     path("tools/list_proposals", apis.ListProposalsApi.as_view(), name="list_proposals"),
     path("working-memory", apis.WorkingMemoryApi.as_view(), name="working_memory"),
+    path("profile", settings_api.ProfileGetApi.as_view(), name="profile_api"),
 ]

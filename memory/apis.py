@@ -279,6 +279,10 @@ class UpdateMemorySerializer(ToolInput):
 
 
 class MemoryResultSerializer(serializers.Serializer):
+    memory = MemorySerializer()
+
+
+class UpdateResultSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=UPDATE_STATUSES, help_text=WRITE_STATUS_HELP)
     memory = MemorySerializer(help_text="The memory as it is now.")
     proposal = ProposalSerializer(required=False)
@@ -543,8 +547,8 @@ class MemoryUpdateApi(ToolApi):
         "(list_proposals tells you what became of it).",
         request=UpdateMemorySerializer,
         responses={
-            200: MemoryResultSerializer,
-            202: MemoryResultSerializer,
+            200: UpdateResultSerializer,
+            202: UpdateResultSerializer,
             **error_responses(400, 401, 403, 404, 409, 413, 429),
         },
         examples=[
@@ -808,10 +812,12 @@ class PromoteMemoryApi(ToolApi):
         tags=[SEARCH_TOOL_TAG],
         summary="Pin a memory",
         description="Pin the memory with this key, so it comes first in the working memory "
-        "(after the profile and styles). 404 if there is none.",
+        "(after the profile and styles). 404 if there is none. Pinning a memory the user "
+        "stated waits for their review: 202, status pending_review, with the proposal.",
         request=PromoteInput,
         responses={
-            200: MemoryResultSerializer,
+            200: UpdateResultSerializer,
+            202: UpdateResultSerializer,
             **error_responses(400, 401, 403, 404, 409, 413, 429),
         },
         examples=[

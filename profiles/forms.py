@@ -37,6 +37,16 @@ class MemoryPauseForm(forms.Form):
     )
 
 
+class ReviewSettingForm(forms.Form):
+    """The Settings page's review rule. `setting` names the form, so a POST without it
+    (or with another) is refused instead of read as "review off"."""
+
+    setting = forms.ChoiceField(choices=[("review", "review")], widget=forms.HiddenInput)
+    review_agent_memories = forms.BooleanField(
+        label="Agents' new memories wait for my review", required=False
+    )
+
+
 class SignupForm(UserCreationForm):
     """Username, password and confirmation; the user is created by signup_create_user."""
 

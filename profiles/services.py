@@ -50,6 +50,7 @@ def profile_update(
     token_budget: int | None = None,
     memory_paused: bool | None = None,
     auto_learn: bool | None = None,
+    review_agent_memories: bool | None = None,
 ) -> Profile:
     with transaction.atomic():
         profile_for_user(user)
@@ -65,6 +66,8 @@ def profile_update(
             profile.memory_paused = memory_paused
         if auto_learn is not None:
             profile.auto_learn = auto_learn
+        if review_agent_memories is not None:
+            profile.review_agent_memories = review_agent_memories
         profile.save()
     return profile
 

@@ -1,5 +1,5 @@
-"""The Agents page (agents and their API tokens), the Settings page (pausing memory, the
-budget, search stats) and open sign-up.
+"""The Agents page (agents and their API tokens), the Settings page (pausing memory,
+reviewing agents' new memories, the budget, search stats) and open sign-up.
 
 Every action works as an htmx request (a 200 partial, errors inline) and as a plain
 form POST (redirect with a message, or the full page with errors and status 400).
@@ -22,7 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from lib.errors import InvalidInput
 from lib.pages import render_page
-from profiles.forms import AgentForm, MemoryPauseForm, SignupForm, TokenForm
+from profiles.forms import AgentForm, MemoryPauseForm, ReviewSettingForm, SignupForm, TokenForm
 from profiles.models import Agent, AgentToken
 from profiles.services import (
     agent_get_or_create,
@@ -168,10 +168,35 @@ def _settings_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
 
 
 @login_required
-@require_http_methods(["GET"])
+@require_http_methods(["GET", "POST"])
 @never_cache
-def settings_page(request: HttpRequest) -> TemplateResponse:
+def settings_page(request: HttpRequest) -> HttpResponse:
+    """The page; a POST saves the review rule (the form on the page posts back to it)."""
+    if request.method == "POST":
+        return _review_setting_save(request)
     return render_page(request, SETTINGS_TEMPLATE, _settings_context(request))
+
+
+def _review_setting_save(request: HttpRequest) -> HttpResponse:
+    form = ReviewSettingForm(request.POST)
+    if not form.is_valid():
+        if request.htmx:
+            context = {"profile": profile_for_user(request.user), "review_error": True}
+            return render_page(request, SETTINGS_TEMPLATE, context, partial="review-setting")
+        context = _settings_context(request, review_error=True)
+        return render_page(request, SETTINGS_TEMPLATE, context, status=400)
+    review = form.cleaned_data["review_agent_memories"]
+    profile = profile_update(user=request.user, review_agent_memories=review)
+    message = (
+        "Saved. Agents' new memories now wait for your review in the inbox."
+        if review
+        else "Saved. Agents' new memories now apply at once, shown as noted by the agent."
+    )
+    if request.htmx:
+        context = {"profile": profile, "review_message": message}
+        return render_page(request, SETTINGS_TEMPLATE, context, partial="review-setting")
+    messages.success(request, message)
+    return redirect("settings")
 
 
 @login_required

@@ -47,7 +47,7 @@ def test_schema_validates_without_warnings(tmp_path):
     operations = [op for item in schema["paths"].values() for op in item.values()]
     ids = [op["operationId"] for op in operations]
     assert len(ids) == len(set(ids))
-    assert sorted(ids) == sorted([*TOOLS, "list_tools", "get_working_memory"])
+    assert sorted(ids) == sorted([*TOOLS, "list_tools", "get_working_memory", "get_profile"])
     for path, item in schema["paths"].items():
         if not path.startswith("/api/v1/tools/"):
             continue

@@ -168,6 +168,9 @@ def app_environment(*, redis_port: int, data_dir: Path) -> dict[str, str]:
         "SECRET_KEY": "production-shape-under-test",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "MNEMO_EMBEDDING_PROVIDER": "local",
+        # The facts below come from one template, so they are near-duplicates of each
+        # other; this test is about web processes and workers, not about merging.
+        "MNEMO_MERGE_NEAR_DUPLICATES": "false",
         "MNEMO_API_RATE": f"{API_RATE}/min",
         "MNEMO_DATA_DIR": str(data_dir),
         "MNEMO_STATIC_ROOT": str(data_dir / "staticfiles"),

@@ -1,12 +1,16 @@
 """The Activity page: the user's log, newest first, paginated and filterable."""
 
 import re
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from activity.actors import Actor
 from activity.models import ActivityEvent
-from memory.services import memory_delete, memory_upsert
+from memory import review
+from memory.models import MemoryProposal
+from memory.services import ReviewRequired, memory_delete, memory_rename, memory_upsert
 from tests.factories import AgentFactory
 from work.services import work_create
 
@@ -181,3 +185,68 @@ def test_system_events_and_unknown_payloads(client, alice):
 def test_post_is_not_allowed(client, alice):
     client.force_login(alice)
     assert client.post("/activity/").status_code == 405
+
+
+def _what(html, event):
+    """The What cell of an event's row."""
+    return (
+        html.split(f'<tr id="event-{event.pk}">')[1].split('<td class="what">')[1].split("</td>")[0]
+    )
+
+
+def test_proposals_are_described_readably(client, alice, alice_agent):
+    you, agent = Actor.for_user(alice), Actor.for_agent(alice_agent)
+    memory_upsert(user=alice, key="fact:tea", value="Likes tea", actor=you)
+    memory_upsert(user=alice, key="fact:pen", value="Blue pens", actor=you)
+    memory_upsert(user=alice, key="fact:cat", value="Has a cat", actor=you)
+    proposals = {}
+    for key, value in [("fact:tea", "Likes green tea"), ("fact:pen", "Red pens")]:
+        with pytest.raises(ReviewRequired) as waiting:
+            memory_upsert(user=alice, key=key, value=value, actor=agent)
+        proposals[key] = waiting.value.proposal
+    with pytest.raises(ReviewRequired) as waiting:
+        memory_delete(user=alice, key="fact:cat", actor=agent)
+    proposals["fact:cat"] = waiting.value.proposal
+    review.proposal_accept(user=alice, proposal_id=proposals["fact:tea"].pk, actor=you)
+    review.proposal_reject(user=alice, proposal_id=proposals["fact:pen"].pk, actor=you)
+    MemoryProposal.objects.filter(pk=proposals["fact:cat"].pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert review.proposals_expire() == 1
+    events = {
+        (event.event_type, event.payload["key"]): event
+        for event in ActivityEvent.objects.filter(user=alice, event_type__startswith="proposal_")
+    }
+    client.force_login(alice)
+
+    html = client.get("/activity/").content.decode()
+
+    waits = "waits for your review: it changes what you said"
+    assert _what(html, events["proposal_created", "fact:tea"]) == (
+        f'Proposed a change to <code>fact:tea</code> <span class="muted">({waits})</span>'
+    )
+    assert _what(html, events["proposal_created", "fact:cat"]) == (
+        f'Proposed deleting <code>fact:cat</code> <span class="muted">({waits})</span>'
+    )
+    assert _what(html, events["proposal_accepted", "fact:tea"]) == (
+        'Accepted <code>fact:tea</code> <span class="muted">(proposed by agent assistant)</span>'
+    )
+    assert _what(html, events["proposal_rejected", "fact:pen"]) == (
+        'Rejected <code>fact:pen</code> <span class="muted">(proposed by agent assistant)</span>'
+    )
+    assert _what(html, events["proposal_expired", "fact:cat"]) == (
+        'Expired <code>fact:cat</code> <span class="muted">(proposed by agent assistant)</span>'
+    )
+    assert "<td>Proposal accepted</td>" in html
+
+
+def test_a_rename_is_described_with_both_keys(client, alice):
+    you = Actor.for_user(alice)
+    memory_upsert(user=alice, key="fact:oat-milk", value="Oat milk flat whites", actor=you)
+    memory_rename(user=alice, key="fact:oat-milk", new_key="preference:oat-milk", actor=you)
+    event = ActivityEvent.objects.filter(user=alice).latest("id")
+    client.force_login(alice)
+
+    html = client.get("/activity/").content.decode()
+
+    assert _what(html, event) == "Renamed fact:oat-milk to <code>preference:oat-milk</code>"

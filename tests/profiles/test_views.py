@@ -33,6 +33,7 @@ def issued(alice_agent):
         ("post", "/agents/1/tokens/"),
         ("post", "/agents/tokens/1/revoke/"),
         ("get", "/settings/"),
+        ("post", "/settings/"),
         ("post", "/settings/memory/"),
     ],
 )
@@ -371,6 +372,68 @@ def test_pause_is_per_user(client, alice, bob):
     client.post("/settings/memory/", {"paused": "1"})
     assert Profile.objects.get(user=bob).memory_paused is True
     assert not Profile.objects.filter(user=alice, memory_paused=True).exists()
+
+
+# Settings: agents' new memories wait for review ------------------------------
+
+REVIEW_ON = {"setting": "review", "review_agent_memories": "on"}
+
+
+def test_settings_page_shows_the_review_setting_off_by_default(client, alice):
+    client.force_login(alice)
+    html = client.get("/settings/").content.decode()
+    assert '<h2 id="review-setting-title">Review</h2>' in html
+    assert "Agents' changes to what you stated always wait for your review" in html
+    assert (
+        '<input type="checkbox" id="id_review_agent_memories" name="review_agent_memories" '
+        'aria-describedby="review-help"> Agents\' new memories wait for my review</label>'
+    ) in html
+    assert '<a href="/context/inbox/">inbox</a>' in html
+
+
+def test_review_setting_htmx(client, alice):
+    client.force_login(alice)
+    on = client.post("/settings/", REVIEW_ON, headers=HX)
+    html = on.content.decode()
+    assert on.status_code == 200
+    assert "<html" not in html
+    assert html.strip().startswith('<section id="review-setting"')
+    assert 'aria-describedby="review-help" checked>' in html
+    assert "Saved. Agents&#x27; new memories now wait for your review in the inbox." in html
+    assert Profile.objects.get(user=alice).review_agent_memories is True
+
+    off = client.post("/settings/", {"setting": "review"}, headers=HX)
+    assert "now apply at once, shown as noted by the agent." in off.content.decode()
+    assert 'aria-describedby="review-help">' in off.content.decode()
+    assert Profile.objects.get(user=alice).review_agent_memories is False
+
+
+def test_review_setting_without_js_redirects_with_message(client, alice):
+    client.force_login(alice)
+    response = client.post("/settings/", REVIEW_ON)
+    assert response.status_code == 302
+    assert response["Location"] == "/settings/"
+    page = client.get("/settings/").content.decode()
+    assert "Saved. Agents&#x27; new memories now wait for your review in the inbox." in page
+    assert 'aria-describedby="review-help" checked>' in page
+
+
+@pytest.mark.parametrize("data", [{}, {"review_agent_memories": "on"}, {"setting": "pause"}])
+def test_review_setting_with_a_bad_form_changes_nothing(client, alice, data):
+    profile_update(user=alice, review_agent_memories=True)
+    client.force_login(alice)
+    assert client.post("/settings/", data).status_code == 400
+    htmx = client.post("/settings/", data, headers=HX)
+    assert htmx.status_code == 200
+    assert "That request could not be understood." in htmx.content.decode()
+    assert Profile.objects.get(user=alice).review_agent_memories is True
+
+
+def test_review_setting_is_per_user(client, alice, bob):
+    client.force_login(bob)
+    client.post("/settings/", REVIEW_ON)
+    assert Profile.objects.get(user=bob).review_agent_memories is True
+    assert not Profile.objects.filter(user=alice, review_agent_memories=True).exists()
 
 
 # Sign-up --------------------------------------------------------------------

@@ -88,12 +88,24 @@ def test_each_user_finds_only_their_own(call_tool, alice_token, bob_token, twins
         assert other not in text
 
 
-def test_promote_memory_pins_it(call_tool, alice, alice_token, twins):
-    response = call_tool(alice_token, "promote_memory", {"key": "preference:tea"})
+def test_promote_memory_pins_it(call_tool, alice, alice_agent, alice_token, twins):
+    memory_upsert(
+        user=alice, key="fact:guess", value="Drinks oolong", actor=Actor.for_agent(alice_agent)
+    )
+
+    response = call_tool(alice_token, "promote_memory", {"key": "fact:guess"})
 
     assert response.status_code == 200
     assert response.json()["memory"]["pinned"] is True
-    assert Memory.objects.get(user=alice, key="preference:tea").pinned is True
+    assert Memory.objects.get(user=alice, key="fact:guess").pinned is True
+
+
+def test_promoting_what_the_user_stated_waits_for_review(call_tool, alice, alice_token, twins):
+    response = call_tool(alice_token, "promote_memory", {"key": "preference:tea"})
+
+    assert response.status_code == 202
+    assert response.json()["proposal"]["after"]["pinned"] is True
+    assert Memory.objects.get(user=alice, key="preference:tea").pinned is False
 
 
 def test_promote_memory_of_a_missing_or_other_users_key_is_404(call_tool, bob, bob_token):

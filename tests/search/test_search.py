@@ -186,8 +186,9 @@ def test_a_question_matches_on_any_of_its_words(corpus):
 
 
 def test_fresher_and_more_used_memories_rank_higher(alice, alice_agent, monkeypatch):
-    # Equally good matches (the same words, the same vector), so the nudges decide.
-    notes = {"fact:first": "flat white coffee", "fact:second": "flat white coffee"}
+    # Equally good matches (the same words, the same vector), so the nudges decide. Not the
+    # same text: an agent's second entry saying exactly the first would not be added.
+    notes = {"fact:first": "flat white coffee", "fact:second": "coffee, flat white"}
     for key, value in notes.items():  # an agent's notes, which fade with age
         memory_upsert(user=alice, key=key, value=value, actor=Actor.for_agent(alice_agent))
     for key in notes:
