@@ -1,7 +1,9 @@
 """Forms of the Context page.
 
-They validate the way the services do (memory_clean, parse_key) so errors show next to
-the field before anything is written; the views then call one service.
+They check the shape of what was typed. Where one Save makes several writes (the profile,
+a platform's styles, an entry's kind and text) they also validate each value the way the
+services do (memory_clean), so a refused field writes nothing; otherwise the view calls
+the service and puts its errors on the fields.
 """
 
 from __future__ import annotations
@@ -9,14 +11,13 @@ from __future__ import annotations
 import functools
 import re
 import zoneinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
-from django.utils.text import slugify
 
 from activity.actors import Actor
-from lib.errors import InvalidInput
-from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN, SLUG_PATTERN
+from lib.errors import InvalidInput, ServiceError
+from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN
 from memory.models import Memory
 from memory.services import memory_clean
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
@@ -32,7 +33,10 @@ PROFILE_FIELDS: dict[str, tuple[str, str]] = {
     "summary": ("Summary", "A few lines about you and your work."),
 }
 CLEAR_HELP = "Clear the field and save to remove it."
-SLUG_MAX = 60  # derived slugs stay short; typed ones may use the full 80
+# Entry kinds as people read them.
+KIND_LABELS: dict[str, str] = {
+    kind: {"bugfix": "Bug fix"}.get(kind, kind.capitalize()) for kind in ENTRY_KINDS
+}
 
 
 @functools.cache
@@ -49,41 +53,40 @@ def _add_service_error(form: forms.Form, error: InvalidInput, fields: dict[str, 
     form.add_error(fields.get(error.field or ""), error.message)
 
 
-class ProfileFieldForm(forms.Form):
-    """One profile key (name, role, company, timezone or summary); empty means delete it."""
+class ProfileForm(forms.Form):
+    """The five profile keys in one form with one Save; an emptied field deletes its key.
 
-    def __init__(self, *args: Any, key: str, user: AbstractBaseUser, **kwargs: Any) -> None:
+    Every typed value is validated before anything is written, so a refused field saves
+    nothing and the form comes back with all the text as typed.
+    """
+
+    def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
         kwargs.setdefault("prefix", "profile")
         super().__init__(*args, **kwargs)
-        self.key = key
         self.user = user
-        label, help_text = PROFILE_FIELDS[key]
-        if key == "summary":
-            widget: forms.Widget = forms.Textarea(attrs={"rows": 4})
-        elif key == "timezone":
-            widget = forms.TextInput(attrs={"list": "timezones", "autocomplete": "off"})
-        else:
-            widget = forms.TextInput()
-        self.fields[key] = forms.CharField(
-            label=label,
-            required=False,
-            strip=True,
-            widget=widget,
-            help_text=f"{help_text} {CLEAR_HELP}",
-        )
-
-    @property
-    def field(self) -> forms.BoundField:
-        return self[self.key]
+        for key, (label, help_text) in PROFILE_FIELDS.items():
+            if key == "summary":
+                widget: forms.Widget = forms.Textarea(attrs={"rows": 4})
+            elif key == "timezone":
+                widget = forms.TextInput(attrs={"list": "timezones", "autocomplete": "off"})
+            else:
+                widget = forms.TextInput()
+            self.fields[key] = forms.CharField(
+                label=label,
+                required=False,
+                strip=True,
+                widget=widget,
+                help_text=f"{help_text} {CLEAR_HELP}",
+            )
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        value = cleaned.get(self.key, "")
-        if value:
-            try:
-                memory_clean(key=self.key, value=value, actor=Actor.for_user(self.user))
-            except InvalidInput as error:
-                _add_service_error(self, error, {"value": self.key, "key": self.key})
+        for key in PROFILE_FIELDS:
+            if cleaned.get(key):
+                try:
+                    memory_clean(key=key, value=cleaned[key], actor=Actor.for_user(self.user))
+                except InvalidInput as error:
+                    self.add_error(key, error.message)
         return cleaned
 
 
@@ -144,18 +147,37 @@ class StyleForm(forms.Form):
 
 
 class EntryForm(forms.Form):
-    """Add an entry (kind, slug, text, tags) or, with `memory`, edit its text and tags."""
+    """Add an entry (kind, text, tags, and under "more" an optional key) or, with `memory`,
+    edit its kind, text and tags.
 
-    kind = forms.ChoiceField(label="Kind", choices=[(kind, kind.title()) for kind in ENTRY_KINDS])
-    slug = forms.CharField(
-        label="Slug",
-        required=False,
-        max_length=80,
-        help_text="A short id such as weekly-review. Leave empty to make one from the text.",
-    )
+    Adding checks the shape only: entry_create makes the key from the text (or takes the
+    typed one), refuses a key that is taken, and the view puts its errors on the fields
+    (SERVICE_FIELDS). Editing checks the text and tags as memory_update will before anything
+    is written, since a changed kind is a second write (memory_rename).
+    """
+
+    # A service error's field -> this form's field.
+    SERVICE_FIELDS: ClassVar[dict[str, str]] = {
+        "kind": "kind",
+        "slug": "key",
+        "key": "key",
+        "value": "value",
+        "tags": "tags",
+    }
+
+    kind = forms.ChoiceField(label="Kind", choices=list(KIND_LABELS.items()))
     value = forms.CharField(label="Text", widget=forms.Textarea(attrs={"rows": 3}))
     tags = forms.CharField(
         label="Tags", required=False, help_text="Comma-separated, e.g. work, reports."
+    )
+    key = forms.CharField(
+        label="Key",
+        required=False,
+        max_length=80,
+        help_text=(
+            "Made from the text when left empty (e.g. prefers-oat-milk). Type one to choose "
+            "it: a-z, 0-9, '_' and '-'."
+        ),
     )
 
     def __init__(
@@ -167,7 +189,10 @@ class EntryForm(forms.Form):
     ) -> None:
         if memory is not None:
             kwargs.setdefault("prefix", f"edit-{memory.pk}")
-            kwargs.setdefault("initial", {"value": memory.value, "tags": ", ".join(memory.tags)})
+            kwargs.setdefault(
+                "initial",
+                {"kind": memory.kind, "value": memory.value, "tags": ", ".join(memory.tags)},
+            )
         else:
             kwargs.setdefault("prefix", "entry")
         super().__init__(*args, **kwargs)
@@ -175,65 +200,27 @@ class EntryForm(forms.Form):
         self.memory = memory
         self.fields["value"].error_messages["required"] = "Write what the assistant should know."
         if memory is not None:
-            del self.fields["kind"]
-            del self.fields["slug"]
-
-    @property
-    def key(self) -> str:
-        return self.cleaned_data["key"]
-
-    def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"].strip().lower()
-        if slug and not re.fullmatch(SLUG_PATTERN, slug):
-            raise forms.ValidationError(
-                "Start with a-z or 0-9 and use only a-z, 0-9, '_' and '-' (e.g. weekly-review)."
-            )
-        return slug
+            del self.fields["key"]
+            self.fields["kind"].required = False  # left out: the kind it has
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        if self.errors:
-            return cleaned
-        if self.memory is not None:
-            key = self.memory.key
-        else:
-            key = self._new_key(cleaned["kind"], cleaned["slug"], cleaned["value"])
-            if key is None:
-                return cleaned
-        cleaned["key"] = key
         cleaned["tag_list"] = split_tags(cleaned.get("tags", ""))
-        try:
-            memory_clean(
-                key=key,
-                value=cleaned["value"],
-                actor=Actor.for_user(self.user),
-                tags=cleaned["tag_list"],
-            )
-        except InvalidInput as error:
-            _add_service_error(self, error, {"value": "value", "tags": "tags", "key": "slug"})
+        if self.memory is not None and not self.errors:
+            try:
+                memory_clean(
+                    key=self.memory.key,
+                    value=cleaned["value"],
+                    actor=Actor.for_user(self.user),
+                    tags=cleaned["tag_list"],
+                )
+            except InvalidInput as error:
+                self.add_service_error(error)
         return cleaned
 
-    def _new_key(self, kind: str, slug: str, value: str) -> str | None:
-        taken = Memory.objects.filter(user=self.user, key__startswith=f"{kind}:")
-        if slug:
-            key = f"{kind}:{slug}"
-            if taken.filter(key=key).exists():
-                self.add_error("slug", f"You already have {key}; edit it in the list instead.")
-                return None
-            return key
-        full = slugify(value)
-        base = full[:SLUG_MAX]
-        if len(full) > SLUG_MAX and "-" in base:
-            base = base.rsplit("-", 1)[0]  # end on a whole word
-        base = base.strip("-_")
-        if not base:
-            self.add_error("slug", "Could not make a slug from the text; type one (e.g. note-1).")
-            return None
-        existing = set(taken.values_list("key", flat=True))
-        key, number = f"{kind}:{base}", 2
-        while key in existing:
-            key, number = f"{kind}:{base}-{number}", number + 1
-        return key
+    def add_service_error(self, error: ServiceError) -> None:
+        """Show a service's error next to the field it names (or above the form)."""
+        self.add_error(self.SERVICE_FIELDS.get(error.field or ""), error.message)
 
 
 class BudgetForm(forms.Form):
@@ -250,7 +237,7 @@ class EntryFilterForm(forms.Form):
     kind = forms.ChoiceField(
         label="Filter by kind",
         required=False,
-        choices=[("", "All kinds"), *[(kind, kind.title()) for kind in ENTRY_KINDS]],
+        choices=[("", "All kinds"), *KIND_LABELS.items()],
     )
     tag = forms.CharField(label="Filter by tag", required=False, max_length=40)
     q = forms.CharField(label="Search text", required=False, max_length=200)

@@ -3,7 +3,13 @@
 Every write goes through memory.services (or profiles.services for the budget). Each view
 answers an htmx request with the one partial it changed (plus `HX-Trigger: memory-changed`
 so the preview refreshes) and a plain request with a redirect, or the whole page with the
-errors and status 400.
+errors and status 400. A refused save always comes back with the text as it was typed.
+
+Nothing typed is lost when a region is swapped: static/js/unsaved.js asks before a tab
+switch or leaving the page with unsaved edits, and sends the ids of open entry editors and
+of edited style rows inside a region it refreshes in the `Mnemo-Keep` header; the region is
+rendered with `hx-preserve` on those ids, so htmx keeps the live elements, typing included
+(`_kept`).
 """
 
 from __future__ import annotations
@@ -11,27 +17,31 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
+from django.forms import BoundField
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone
+from django.utils.text import Truncator
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor, ActorKind
-from lib.errors import NotFound, ServiceError
+from lib.errors import InvalidInput, NotFound, ServiceError
 from lib.pages import render_page
 from memory.forms import (
+    KIND_LABELS,
     PROFILE_FIELDS,
     BudgetForm,
     EntryFilterForm,
     EntryForm,
-    ProfileFieldForm,
+    ProfileForm,
     StyleForm,
     timezone_names,
 )
@@ -43,8 +53,15 @@ from memory.selectors import (
     memory_history_for_key,
     memory_list,
 )
-from memory.services import memory_delete, memory_restore, memory_update, memory_upsert
-from memory.working_memory import EMPTY, OVER_BUDGET, build_working_memory
+from memory.services import (
+    entry_create,
+    memory_delete,
+    memory_rename,
+    memory_restore,
+    memory_set,
+    memory_update,
+)
+from memory.working_memory import EMPTY, OVER_BUDGET, build_working_memory, check_as_of
 from profiles.services import profile_for_user, profile_update
 
 if TYPE_CHECKING:
@@ -56,6 +73,9 @@ HISTORY_PAGE = "memory/history.html"
 DELETED_PAGE = "memory/deleted.html"
 TABS = {"profile": "Profile", "styles": "Styles", "entries": "Entries"}
 MEMORY_CHANGED = "memory-changed"
+ENTRIES_CHANGED = "entries-changed"
+KEEP_HEADER = "Mnemo-Keep"
+QUOTE_CHARS = 60
 DELETED_DAYS = 30
 OMITTED_SHOWN = 25
 OMITTED_REASONS = {
@@ -118,6 +138,29 @@ def _done(request: HttpRequest, message: str, url: str) -> HttpResponseRedirect:
     return HttpResponseRedirect(url)
 
 
+def _kept(request: HttpRequest) -> set[str]:
+    """The ids of elements with unsaved typing inside the region an htmx request refreshes
+    (open entry editors, edited style rows), sent by static/js/unsaved.js. The region marks
+    them `hx-preserve`, so htmx keeps the live elements instead of the fresh ones."""
+    if not request.htmx:
+        return set()
+    return {part for part in request.headers.get(KEEP_HEADER, "").split() if len(part) <= 100}
+
+
+def _quoted(text: str) -> str:
+    """An entry's text as a short quote for notes and accessible names."""
+    return f"“{Truncator(' '.join(text.split())).chars(QUOTE_CHARS)}”"
+
+
+def _and(words: list[str]) -> str:
+    """name, role and timezone."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 # ---------------------------------------------------------------- context builders
 
 
@@ -128,13 +171,17 @@ class StyleRow:
     memories: dict[str, Memory] = field(default_factory=dict)
     note: str = ""
     removed: bool = False
+    kept: bool = False  # hx-preserve: the browser keeps the row being edited (_kept)
 
 
 def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
-    """Attach where each memory came from: stated by the user, or noted by which agent."""
+    """Attach where each memory came from (stated by the user, or noted by which agent), its
+    kind as a word and its text as a short quote."""
     noted = [memory.key for memory in memories if memory.source != Source.USER_STATED]
     agents = memory_agent_names(user=user, keys=noted) if noted else {}
     for memory in memories:
+        memory.kind_label = KIND_LABELS.get(memory.kind, "")
+        memory.quoted = _quoted(memory.value)
         if memory.source == Source.USER_STATED:
             memory.origin_kind, memory.origin_label = "user", "stated by you"
         elif memory.key in agents:
@@ -149,22 +196,29 @@ def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
     return memories
 
 
-def _profile_forms(
-    user: AbstractBaseUser, memories: dict[str, Memory], overrides: dict[str, ProfileFieldForm]
-) -> list[ProfileFieldForm]:
-    forms = []
-    for key in PROFILE_KEYS:
-        form = overrides.get(key) or _profile_form(user, key, memories.get(key))
-        form.memory = memories.get(key)
-        forms.append(form)
-    return forms
+@dataclass
+class ProfileRow:
+    field: BoundField
+    memory: Memory | None  # annotated: who set it
 
 
-def _profile_form(user: AbstractBaseUser, key: str, memory: Memory | None) -> ProfileFieldForm:
-    form = ProfileFieldForm(key=key, user=user, initial={key: memory.value if memory else ""})
-    form.memory = memory
-    form.note = ""
-    return form
+def _profile_context(
+    user: AbstractBaseUser,
+    memories: dict[str, Memory],
+    form: ProfileForm | None = None,
+    note: str = "",
+) -> dict[str, Any]:
+    """The profile form (bound, after a refused save, or showing what is saved now), with
+    who set each field and a link to its history."""
+    mine = {key: memories[key] for key in PROFILE_KEYS if key in memories}
+    _annotate(user, list(mine.values()))
+    if form is None:
+        form = ProfileForm(user=user, initial={key: memory.value for key, memory in mine.items()})
+    return {
+        "profile_form": form,
+        "profile_rows": [ProfileRow(field=form[key], memory=mine.get(key)) for key in PROFILE_KEYS],
+        "profile_note": note,
+    }
 
 
 def _style_row(user: AbstractBaseUser, platform: str, memories: dict[str, Memory]) -> StyleRow:
@@ -182,7 +236,10 @@ def _style_row(user: AbstractBaseUser, platform: str, memories: dict[str, Memory
 
 
 def _style_rows(
-    user: AbstractBaseUser, memories: dict[str, Memory], overrides: dict[str, StyleForm]
+    user: AbstractBaseUser,
+    memories: dict[str, Memory],
+    overrides: dict[str, StyleForm],
+    kept: set[str] | frozenset[str] = frozenset(),
 ) -> list[StyleRow]:
     platforms = sorted(
         {key.split("_", 1)[1] for key in memories if key.startswith(("tone_", "verbosity_"))}
@@ -192,11 +249,15 @@ def _style_rows(
         row = _style_row(user, platform, memories)
         if platform in overrides:
             row.form = overrides[platform]
+        row.kept = f"style-{platform}" in kept
         rows.append(row)
     return rows
 
 
 def _entries_context(request: HttpRequest) -> dict[str, Any]:
+    """The entry list, filtered, grouped by kind. Entries whose editor is open in the page
+    (`_kept`) stay listed whatever the filters say, marked `kept`: the browser keeps their
+    editors, with what was typed in them, across this refresh."""
     user = request.user
     filter_form = EntryFilterForm(request.GET)
     filters = filter_form.filters()
@@ -204,21 +265,37 @@ def _entries_context(request: HttpRequest) -> dict[str, Any]:
     entries = entries.filter(key__contains=":")
     if filters["q"]:
         entries = entries.filter(Q(value__icontains=filters["q"]) | Q(key__icontains=filters["q"]))
+    kept = {
+        int(element[len("memory-") :])
+        for element in _kept(request)
+        if element.startswith("memory-") and element[len("memory-") :].isdigit()
+    }
+    if kept:
+        entries = entries | Memory.objects.filter(user=user, key__contains=":", pk__in=kept)
     rows = _annotate(user, list(entries.order_by("-pinned", "-updated_at", "key")))
+    for memory in rows:
+        memory.kept = memory.pk in kept
     groups = [(kind, [m for m in rows if m.kind == kind]) for kind in ENTRY_KINDS]
     return {
         "filter_form": filter_form,
         "filters": filters,
         "filtered": any(filters.values()),
-        "entry_groups": [(kind, members) for kind, members in groups if members],
+        "entry_groups": [(kind, KIND_LABELS[kind], members) for kind, members in groups if members],
         "entry_shown": len(rows),
         "entry_total": Memory.objects.filter(user=user, key__contains=":").count(),
     }
 
 
-def _preview_context(user: AbstractBaseUser, budget_form: BudgetForm | None = None) -> dict:
+def _preview_context(
+    user: AbstractBaseUser, budget_form: BudgetForm | None = None, *, as_of: str = ""
+) -> dict:
+    """The preview: the block now, or as it was at `as_of` (a datetime-local value, read
+    in the user's timezone memory, else UTC). A time that cannot be shown is an error
+    beside the form, and the block now."""
     profile = profile_for_user(user)
-    block = build_working_memory(user=user)
+    zone = _user_zone(user)
+    moment, as_of_error = _read_as_of(as_of, zone)
+    block = build_working_memory(user=user, as_of=moment)
     omitted = [
         {"key": item.key, "reason": OMITTED_REASONS.get(item.reason, item.reason)}
         for item in block.omitted
@@ -229,14 +306,58 @@ def _preview_context(user: AbstractBaseUser, budget_form: BudgetForm | None = No
         "omitted": omitted[:OMITTED_SHOWN],
         "omitted_more": max(0, len(omitted) - OMITTED_SHOWN),
         "budget_form": budget_form or BudgetForm(initial={"token_budget": profile.token_budget}),
+        # As typed, for the refresh to keep showing that time and for a refused one.
+        "as_of": as_of if moment or as_of_error else "",
+        # As a datetime-local input takes it (no fraction of a second), and as people read it.
+        "as_of_value": _local(moment, zone, "Y-m-d\\TH:i", ":s") if moment else as_of,
+        "as_of_label": _local(moment, zone, "j M Y, H:i", ":s") if moment else "",
+        "as_of_max": _local(timezone.now(), zone, "Y-m-d\\TH:i"),
+        "as_of_zone": zone.key,
+        "as_of_error": as_of_error,
     }
+
+
+def _local(moment: datetime, zone: ZoneInfo, minutes: str, seconds: str = "") -> str:
+    """`moment` in `zone` formatted to the minute, or to the second if it has seconds."""
+    local = moment.astimezone(zone)
+    return dateformat.format(local, minutes + (seconds if local.second else ""))
+
+
+def _user_zone(user: AbstractBaseUser) -> ZoneInfo:
+    """The zone of the user's `timezone` memory, or UTC."""
+    name = (
+        memory_list(user=user, kind="profile")
+        .filter(key="timezone")
+        .values_list("value", flat=True)
+        .first()
+    )
+    with contextlib.suppress(ZoneInfoNotFoundError, ValueError, TypeError):
+        return ZoneInfo(name or "UTC")
+    return ZoneInfo("UTC")
+
+
+def _read_as_of(value: str, zone: ZoneInfo) -> tuple[datetime | None, str]:
+    """The time a datetime-local `value` names in `zone`, or None and why not."""
+    if not value:
+        return None, ""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None, "Enter a date and time."
+    if timezone.is_naive(moment):
+        moment = moment.replace(tzinfo=zone)
+    try:
+        return check_as_of(moment.astimezone(UTC)), ""
+    except InvalidInput as error:
+        return None, error.message
 
 
 def _page_context(
     request: HttpRequest,
     *,
     tab: str,
-    profile_forms: dict[str, ProfileFieldForm] | None = None,
+    profile_form: ProfileForm | None = None,
+    profile_note: str = "",
     style_forms: dict[str, StyleForm] | None = None,
     style_add_form: StyleForm | None = None,
     entry_form: EntryForm | None = None,
@@ -254,7 +375,7 @@ def _page_context(
         **_preview_context(user, budget_form),
     }
     if tab == "profile":
-        context["profile_forms"] = _profile_forms(user, memories, profile_forms or {})
+        context.update(_profile_context(user, memories, profile_form, profile_note))
         context["timezones"] = timezone_names()
     elif tab == "styles":
         context["style_rows"] = _style_rows(user, memories, style_forms or {})
@@ -265,7 +386,7 @@ def _page_context(
         context.update(_entries_context(request))
         context["entry_form"] = entry_form or EntryForm(user=user)
         if editing is not None:
-            for _, members in context["entry_groups"]:
+            for *_, members in context["entry_groups"]:
                 for memory in members:
                     if memory.pk == editing.pk:
                         memory.edit_form = editing.edit_form
@@ -280,7 +401,10 @@ def _undo_offer(request: HttpRequest, memories: dict[str, Memory]) -> MemoryHist
     row = MemoryHistory.objects.filter(
         user=request.user, pk=int(history_id), action=HistoryAction.DELETE
     ).first()
-    return row if row is not None and row.key not in memories else None
+    if row is None or row.key in memories:
+        return None
+    row.quoted = _quoted(str((row.before or {}).get("value", "")))
+    return row
 
 
 def _page(request: HttpRequest, *, tab: str, status: int = 200, **overrides: Any):
@@ -306,9 +430,18 @@ def context_page(request: HttpRequest) -> TemplateResponse:
 @login_required
 @require_http_methods(["GET", "HEAD"])
 def context_preview(request: HttpRequest) -> HttpResponse:
-    if not request.htmx:
+    """The preview partial, now or `?as_of=` a past time; without htmx, the page with it."""
+    as_of = request.GET.get("as_of", "").strip()
+    if request.htmx:
+        context = _preview_context(request.user, as_of=as_of)
+        return render_page(request, PAGE, context, partial="preview")
+    if not as_of:
         return HttpResponseRedirect(reverse("context"))
-    return render_page(request, PAGE, _preview_context(request.user), partial="preview")
+    tab = request.GET.get("tab", "profile")
+    tab = tab if tab in TABS else "profile"
+    context = _page_context(request, tab=tab)
+    context.update(_preview_context(request.user, as_of=as_of))
+    return render_page(request, PAGE, context)
 
 
 @login_required
@@ -342,39 +475,61 @@ def _tab_of(request: HttpRequest) -> str:
 
 @login_required
 @require_http_methods(["POST"])
-def profile_save(request: HttpRequest, key: str) -> HttpResponse:
-    if key not in PROFILE_FIELDS:
-        raise Http404("Unknown profile field.")
+def profile_save(request: HttpRequest) -> HttpResponse:
+    """Save the whole profile form: each field that changed is one memory_set (one history
+    row per changed key); an emptied field removes its key, one the POST leaves out is left
+    alone. If any field would be refused, nothing is saved: the form comes back with every
+    field as typed and the error on that field."""
     user = request.user
-    form = ProfileFieldForm(request.POST, key=key, user=user)
-    note = ""
+    form = ProfileForm(request.POST, user=user)
+    statuses: dict[str, str] = {}
     if form.is_valid():
-        value = form.cleaned_data[key]
-        current = Memory.objects.filter(user=user, key=key).first()
-        label = PROFILE_FIELDS[key][0].lower()
-        try:
-            if value and (current is None or current.value != value):
-                memory_upsert(user=user, key=key, value=value, actor=_actor(request))
-                note = f"Saved your {label}."
-            elif not value and current is not None:
-                memory_delete(user=user, key=key, actor=_actor(request))
-                note = f"Removed your {label}."
+        values = dict(form.cleaned_data)
+        for key in PROFILE_KEYS:
+            if form.add_prefix(key) not in request.POST:
+                continue
+            try:
+                status, _ = memory_set(user=user, key=key, value=values[key], actor=_actor(request))
+            except ServiceError as error:  # refused after the form's checks (a race)
+                form.add_error(key, error.message)
             else:
-                note = "No change."
-        except NotFound:
-            note = f"Removed your {label}."
-        except ServiceError as error:
-            form.add_error(key, error.message)
+                statuses[key] = status
+    note = _profile_note(statuses)
+    changed = any(status != "unchanged" for status in statuses.values())
     if form.errors:
+        # Nothing was written, unless a service refused a field the form let through: then
+        # the note says what did save.
+        note = note if changed else ""
         if request.htmx:
-            form.memory = Memory.objects.filter(user=user, key=key).first()
-            return render_page(request, PAGE, {"pf": form}, partial="profile_field")
-        return _page(request, tab="profile", status=400, profile_forms={key: form})
+            context = _profile_context(user, _memories_by_key(user, kind="profile"), form, note)
+            response = render_page(request, PAGE, context, partial="profile_form")
+            return _changed(response) if changed else response
+        return _page(request, tab="profile", status=400, profile_form=form, profile_note=note)
     if request.htmx:
-        fresh = _profile_form(user, key, Memory.objects.filter(user=user, key=key).first())
-        fresh.note = note
-        return _changed(render_page(request, PAGE, {"pf": fresh}, partial="profile_field"))
+        context = _profile_context(user, _memories_by_key(user, kind="profile"), note=note)
+        response = render_page(request, PAGE, context, partial="profile_form")
+        return _changed(response) if changed else response
     return _done(request, note, _tab_url("profile"))
+
+
+def _profile_note(statuses: dict[str, str]) -> str:
+    """What one Save did: "Saved name and role.", "Removed company.", "Saved name; removed
+    company." or "No change."."""
+
+    def fields(*wanted: str) -> list[str]:
+        return [
+            PROFILE_FIELDS[key][0].lower() for key, status in statuses.items() if status in wanted
+        ]
+
+    parts = []
+    if saved := fields("created", "updated"):
+        parts.append(f"saved {_and(saved)}")
+    if removed := fields("deleted"):
+        parts.append(f"removed {_and(removed)}")
+    if not parts:
+        return "No change."
+    text = "; ".join(parts)
+    return f"{text[0].upper()}{text[1:]}."
 
 
 # ---------------------------------------------------------------- styles
@@ -386,8 +541,8 @@ def _check_platform(platform: str) -> str:
     return platform
 
 
-def _memories_by_key(user: AbstractBaseUser) -> dict[str, Memory]:
-    return {memory.key: memory for memory in memory_list(user=user, kind="style")}
+def _memories_by_key(user: AbstractBaseUser, kind: str = "style") -> dict[str, Memory]:
+    return {memory.key: memory for memory in memory_list(user=user, kind=kind)}
 
 
 @login_required
@@ -399,32 +554,29 @@ def style_add(request: HttpRequest) -> HttpResponse:
         platform = form.cleaned_data["platform"]
         try:
             for aspect in STYLE_ASPECTS:
-                if form.cleaned_data[aspect]:
-                    memory_upsert(
-                        user=user,
-                        key=f"{aspect}_{platform}",
-                        value=form.cleaned_data[aspect],
-                        actor=_actor(request),
-                    )
+                key, value = f"{aspect}_{platform}", form.cleaned_data[aspect]
+                memory_set(user=user, key=key, value=value, actor=_actor(request))
         except ServiceError as error:
             form.add_error("platform", error.message)
     if form.errors:
         if request.htmx:
-            context = _styles_panel(user, add_form=form)
+            context = _styles_panel(request, add_form=form)
             return render_page(request, PAGE, context, partial="styles_panel")
         return _page(request, tab="styles", status=400, style_add_form=form)
     note = f"Added {platform}."
     if request.htmx:
-        context = _styles_panel(user, note=note)
+        context = _styles_panel(request, note=note)
         return _changed(render_page(request, PAGE, context, partial="styles_panel"))
     return _done(request, note, _tab_url("styles"))
 
 
 def _styles_panel(
-    user: AbstractBaseUser, add_form: StyleForm | None = None, note: str = ""
+    request: HttpRequest, add_form: StyleForm | None = None, note: str = ""
 ) -> dict[str, Any]:
+    """The platforms and the add form; rows being edited in the page are kept (_kept)."""
+    user = request.user
     return {
-        "style_rows": _style_rows(user, _memories_by_key(user), {}),
+        "style_rows": _style_rows(user, _memories_by_key(user), {}, _kept(request)),
         "style_add_form": add_form or StyleForm(user=user, adding=True, prefix="style"),
         "style_note": note,
     }
@@ -442,28 +594,32 @@ def style_save(request: HttpRequest, platform: str) -> HttpResponse:
     data = request.POST.copy()
     data[f"style-{platform}-platform"] = platform
     form = StyleForm(data, user=user, prefix=f"style-{platform}")
+    changed = False
     if form.is_valid():
-        try:
-            for aspect in STYLE_ASPECTS:
-                key, value = f"{aspect}_{platform}", form.cleaned_data[aspect]
-                current = row.memories.get(aspect)
-                if value and (current is None or current.value != value):
-                    memory_upsert(user=user, key=key, value=value, actor=_actor(request))
-                elif not value and current is not None:
-                    memory_delete(user=user, key=key, actor=_actor(request))
-        except ServiceError as error:
-            form.add_error(error.field if error.field in STYLE_ASPECTS else None, error.message)
+        for aspect in STYLE_ASPECTS:
+            key, value = f"{aspect}_{platform}", form.cleaned_data[aspect]
+            try:
+                status, _ = memory_set(user=user, key=key, value=value, actor=_actor(request))
+            except ServiceError as error:  # refused after the form's checks (a race)
+                form.add_error(aspect, error.message)
+            else:
+                changed = changed or status != "unchanged"
     if form.errors:
         if request.htmx:
             row.form = form
-            return render_page(request, PAGE, {"row": row}, partial="style_row")
+            response = render_page(request, PAGE, {"row": row}, partial="style_row")
+            return _changed(response) if changed else response
         return _page(request, tab="styles", status=400, style_forms={platform: form})
     row = _style_row(user, platform, _memories_by_key(user))
     row.removed = not row.memories
-    note = f"Removed {platform}." if row.removed else f"Saved {platform}."
+    if row.removed:
+        note = f"Removed {platform}."
+    else:
+        note = f"Saved {platform}." if changed else "No change."
     if request.htmx:
         row.note = note
-        return _changed(render_page(request, PAGE, {"row": row}, partial="style_row"))
+        response = render_page(request, PAGE, {"row": row}, partial="style_row")
+        return _changed(response) if changed else response
     return _done(request, note, _tab_url("styles"))
 
 
@@ -501,26 +657,27 @@ def entry_add(request: HttpRequest) -> HttpResponse:
     form = EntryForm(request.POST, user=user)
     if form.is_valid():
         try:
-            write = memory_upsert(
+            write = entry_create(
                 user=user,
-                key=form.key,
+                kind=form.cleaned_data["kind"],
                 value=form.cleaned_data["value"],
                 actor=_actor(request),
+                slug=form.cleaned_data["key"],
                 tags=form.cleaned_data["tag_list"],
             )
-        except ServiceError as error:
-            fields = {"value": "value", "tags": "tags", "key": "slug"}
-            form.add_error(fields.get(error.field or ""), error.message)
+        except ServiceError as error:  # a bad or taken key, a refused text or tag
+            form.add_service_error(error)
     if form.errors:
         if request.htmx:
             return render_page(request, PAGE, {"entry_form": form}, partial="entry_add")
         return _page(request, tab="entries", status=400, entry_form=form)
-    note = f"Added {write.memory.key}."
+    memory = write.memory
+    note = f"Added {_quoted(memory.value)} as {_a(KIND_LABELS[memory.kind].lower())}."
     if request.htmx:
         context = {"entry_form": EntryForm(user=user), "entry_note": note}
         response = render_page(request, PAGE, context, partial="entry_add")
-        return _changed(response, "entries-changed")
-    return _done(request, note, _tab_url("entries", f"#memory-{write.memory.pk}"))
+        return _changed(response, ENTRIES_CHANGED)
+    return _done(request, note, _tab_url("entries", f"#memory-{memory.pk}"))
 
 
 @login_required
@@ -537,35 +694,64 @@ def entry_row(request: HttpRequest, pk: int) -> HttpResponse:
 def entry_edit(request: HttpRequest, pk: int) -> HttpResponse:
     user = request.user
     memory = _get_entry_for_user(user, pk)
+    _annotate(user, [memory])
     if request.method != "POST":
         memory.edit_form = EntryForm(user=user, memory=memory)
         if request.htmx:
             return render_page(request, PAGE, {"memory": memory}, partial="entry_edit")
         return _page(request, tab="entries", editing=memory)
     form = EntryForm(request.POST, user=user, memory=memory)
-    note = "No change."
+    renamed = saved = False
     if form.is_valid():
-        value, tags = form.cleaned_data["value"], form.cleaned_data["tag_list"]
-        changes: dict[str, Any] = {}
-        if value != memory.value:
-            changes["value"] = value
-        if sorted({tag.lower() for tag in tags}) != list(memory.tags):
-            changes["tags"] = tags
-        try:
-            if changes:
-                memory = memory_update(user=user, key=memory.key, actor=_actor(request), **changes)
-                memory = memory.memory
-                note = "Saved."
-        except ServiceError as error:
-            form.add_error(error.field if error.field in ("value", "tags") else None, error.message)
+        kind = form.cleaned_data["kind"] or memory.kind
+        if kind != memory.kind:
+            # Another kind is another key: the same slug under the new kind. The rename keeps
+            # the row and its history; a key that is taken leaves everything as it was.
+            slug = memory.key.split(":", 1)[1]
+            try:
+                memory = memory_rename(
+                    user=user, key=memory.key, new_key=f"{kind}:{slug}", actor=_actor(request)
+                ).memory
+                renamed = True
+            except ServiceError as error:
+                form.add_error("kind", error.message)
+        changes = _entry_changes(memory, form.cleaned_data) if not form.errors else {}
+        if changes:
+            try:
+                memory = memory_update(
+                    user=user, key=memory.key, actor=_actor(request), **changes
+                ).memory
+                saved = True
+            except ServiceError as error:
+                form.add_service_error(error)
+    events = (ENTRIES_CHANGED,) if renamed else ()  # the list regroups it under its kind
     if form.errors:
+        _annotate(user, [memory])
         memory.edit_form = form
         if request.htmx:
-            return render_page(request, PAGE, {"memory": memory}, partial="entry_edit")
+            response = render_page(request, PAGE, {"memory": memory}, partial="entry_edit")
+            return _changed(response, *events) if renamed else response
         return _page(request, tab="entries", status=400, editing=memory)
+    now = f"now {_a(KIND_LABELS[memory.kind].lower())}"
+    if renamed:
+        note = f"Saved; {now}." if saved else f"{now.capitalize()}."
+    else:
+        note = "Saved." if saved else "No change."
     if request.htmx:
-        return _changed(_row(request, memory, note))
-    return _done(request, f"{note[:-1]}: {memory.key}.", _tab_url("entries", f"#memory-{pk}"))
+        response = _row(request, memory, note)
+        return _changed(response, *events) if saved or renamed else response
+    flash = f"{note[:-1]}: {_quoted(memory.value)}."
+    return _done(request, flash, _tab_url("entries", f"#memory-{pk}"))
+
+
+def _entry_changes(memory: Memory, cleaned: dict[str, Any]) -> dict[str, Any]:
+    """What an edit changes of an entry's text and tags, for memory_update."""
+    changes: dict[str, Any] = {}
+    if cleaned["value"] != memory.value:
+        changes["value"] = cleaned["value"]
+    if sorted({tag.lower() for tag in cleaned["tag_list"]}) != list(memory.tags):
+        changes["tags"] = cleaned["tag_list"]
+    return changes
 
 
 @login_required
@@ -579,7 +765,8 @@ def entry_pin(request: HttpRequest, pk: int) -> HttpResponse:
     note = "Pinned." if pinned else "Unpinned."
     if request.htmx:
         return _changed(_row(request, memory, note))
-    return _done(request, f"{note[:-1]} {memory.key}.", _tab_url("entries", f"#memory-{pk}"))
+    flash = f"{note[:-1]} {_quoted(memory.value)}."
+    return _done(request, flash, _tab_url("entries", f"#memory-{pk}"))
 
 
 @login_required
@@ -588,9 +775,9 @@ def entry_delete(request: HttpRequest, pk: int) -> HttpResponse:
     memory = _get_entry_for_user(request.user, pk)
     history = memory_delete(user=request.user, key=memory.key, actor=_actor(request))
     if request.htmx:
-        context = {"deleted": history, "row_id": pk}
+        context = {"deleted": history, "row_id": pk, "quoted": _quoted(memory.value)}
         return _changed(render_page(request, PAGE, context, partial="entry_deleted"))
-    messages.success(request, f"Deleted {memory.key}.")
+    messages.success(request, f"Deleted {_quoted(memory.value)}.")
     return HttpResponseRedirect(f"{reverse('context')}?tab=entries&undo={history.pk}")
 
 
@@ -605,16 +792,32 @@ def _who(request: HttpRequest, row: MemoryHistory) -> tuple[str, str]:
     return "system", row.actor_label
 
 
-def _history_context(request: HttpRequest, key: str) -> dict[str, Any]:
-    memory = Memory.objects.filter(user=request.user, key=key).first()
+def _history_context(
+    request: HttpRequest, key: str, memory: Memory | None = None
+) -> dict[str, Any]:
+    """The timeline of `memory` (or, when it has none now, of `key`): its changes under every
+    key it had (a rename keeps the row), a rename shown as one."""
+    if memory is None:
+        memory = Memory.objects.filter(user=request.user, key=key).first()
+    if memory is not None:
+        key = memory.key
     current = memory.snapshot() if memory else None
-    rows = list(memory_history_for_key(user=request.user, key=key))
+    rows = list(
+        memory_history_for_key(user=request.user, key=key, memory_id=memory.pk if memory else None)
+    )
     for row in rows:
         row.who_kind, row.who = _who(request, row)
         row.old_value = (row.before or {}).get("value")
         row.new_value = (row.after or {}).get("value")
+        if row.action == HistoryAction.RENAME:
+            row.old_key = (row.before or {}).get("key", "")
+            row.new_key = (row.after or {}).get("key", row.key)
         state = row.after if row.after is not None else row.before
-        row.restorable = state != current
+        state = {name: value for name, value in (state or {}).items() if name != "key"}
+        # memory_restore writes the state back under the row's key: a version from before
+        # a rename would come back as a second memory under the old key, so it is not
+        # offered here.
+        row.restorable = state != current and row.key == key
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
     return {"key": key, "memory": memory, "rows": rows, "back_url": _tab_url(tab)}
@@ -624,7 +827,7 @@ def _history_context(request: HttpRequest, key: str) -> dict[str, Any]:
 @require_http_methods(["GET", "HEAD"])
 def memory_history(request: HttpRequest, pk: int) -> TemplateResponse:
     memory = _get_memory_for_user(request.user, pk)
-    context = _history_context(request, memory.key)
+    context = _history_context(request, memory.key, memory)
     return render_page(request, HISTORY_PAGE, context, partial="timeline")
 
 
@@ -632,7 +835,10 @@ def memory_history(request: HttpRequest, pk: int) -> TemplateResponse:
 @require_http_methods(["GET", "HEAD"])
 def history_detail(request: HttpRequest, history_id: int) -> TemplateResponse:
     row = _get_history_for_user(request.user, history_id)
-    context = _history_context(request, row.key)
+    memory = None
+    if row.memory_id is not None:  # the memory it belongs to, under whatever key it has now
+        memory = Memory.objects.filter(user=request.user, pk=row.memory_id).first()
+    context = _history_context(request, row.key, memory)
     return render_page(request, HISTORY_PAGE, context, partial="timeline")
 
 
@@ -655,7 +861,7 @@ def history_restore(request: HttpRequest, history_id: int) -> HttpResponse:
         if then == "trash":
             context = {"row": row, "restored": memory}
             return _changed(render_page(request, DELETED_PAGE, context, partial="deleted_row"))
-        context = {**_history_context(request, memory.key), "note": note}
+        context = {**_history_context(request, memory.key, memory), "note": note}
         return _changed(render_page(request, HISTORY_PAGE, context, partial="timeline"))
     messages.success(request, note)
     if then == "row":

@@ -28,10 +28,13 @@ def test_activity_lists_what_changed_and_filters_in_place(
     work_create(user=alice, title="Weekly report", body="Done.", actor=Actor.for_agent(alice_agent))
     page = signed_in_page(alice)
     page.goto("/?tab=entries")
-    page.get_by_label("Slug", exact=True).fill("standup")
+    page.get_by_text("More", exact=True).click()
+    page.get_by_label("Key", exact=True).fill("standup")
     page.get_by_label("Text", exact=True).fill("Standup is at 9:30")
     page.get_by_role("button", name="Add entry").click()
-    expect(page.locator("#entry-add").get_by_role("status")).to_have_text("Added fact:standup.")
+    expect(page.locator("#entry-add").get_by_role("status")).to_have_text(
+        "Added “Standup is at 9:30” as a fact."
+    )
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Activity").click()
     rows = page.locator("#activity-list tbody tr")

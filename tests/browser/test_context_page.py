@@ -29,43 +29,147 @@ def values(user) -> dict[str, str]:
     return dict(Memory.objects.filter(user=user).values_list("key", "value"))
 
 
-def test_profile_fields_save_change_and_clear_with_the_preview_following(
+def profile_field(page: Page, label: str):
+    return page.locator("#profile-form").get_by_label(label, exact=True)
+
+
+def test_profile_is_one_form_saving_every_field_with_the_preview_following(
     signed_in_page, alice, same_document
 ):
     page = signed_in_page(alice)
     expect(page.get_by_role("link", name="Profile")).to_have_attribute("aria-selected", "true")
     expect(preview(page)).to_have_text("")
+    save = page.get_by_role("button", name="Save profile")
+    status = page.locator("#profile-form").get_by_role("status")
 
     with same_document(page):
-        page.get_by_label("Name", exact=True).fill("Alice Example")
-        page.get_by_role("button", name="Save name").click()
-        expect(page.locator("#profile-name").get_by_role("status")).to_have_text("Saved your name.")
-        expect(preview(page)).to_contain_text("Alice Example")
-        assert_preview_is(page, alice, "### About you\nAlice Example\n")
-
-        page.get_by_label("Role", exact=True).fill("Head of Growth")
-        page.get_by_role("button", name="Save role").click()
+        profile_field(page, "Name").fill("Alice Example")
+        profile_field(page, "Role").fill("Head of Growth")
+        save.click()
+        expect(status).to_have_text("Saved name and role.")
         expect(preview(page)).to_contain_text("Alice Example (Head of Growth)")
+        assert_preview_is(page, alice, "### About you\nAlice Example (Head of Growth)\n")
 
-        page.get_by_label("Name", exact=True).fill("Alice Smith")
-        page.get_by_role("button", name="Save name").click()
-        expect(preview(page)).to_contain_text("Alice Smith (Head of Growth)")
-        expect(preview(page)).not_to_contain_text("Alice Example")
-
-        page.get_by_label("Timezone", exact=True).fill("Mars/Olympus_Mons")
-        page.get_by_role("button", name="Save timezone").click()
+        profile_field(page, "Name").fill("Alice Smith")
+        profile_field(page, "Timezone").fill("Mars/Olympus_Mons")
+        save.click()
+        # Refused: nothing saved, every typed value still there, the error on its field.
         expect(page.locator("#profile-timezone .field-error")).to_contain_text("Mars/Olympus_Mons")
-        expect(preview(page)).not_to_contain_text("Timezone")
+        expect(page.locator("#profile-form [role=alert]")).to_contain_text("Nothing was saved")
+        expect(profile_field(page, "Name")).to_have_value("Alice Smith")
+        expect(profile_field(page, "Timezone")).to_have_value("Mars/Olympus_Mons")
+        assert values(alice) == {"name": "Alice Example", "role": "Head of Growth"}
 
-        page.get_by_label("Role", exact=True).fill("")
-        page.get_by_role("button", name="Save role").click()
-        expect(page.locator("#profile-role").get_by_role("status")).to_have_text(
-            "Removed your role."
-        )
+        profile_field(page, "Timezone").fill("Europe/Paris")
+        profile_field(page, "Role").fill("")
+        save.click()
+        expect(status).to_have_text("Saved name and timezone; removed role.")
+        expect(preview(page)).to_contain_text("Timezone: Europe/Paris")
         expect(preview(page)).not_to_contain_text("Head of Growth")
-        assert_preview_is(page, alice, "### About you\nAlice Smith\n")
+        assert_preview_is(page, alice, "### About you\nAlice Smith\nTimezone: Europe/Paris\n")
 
-    assert values(alice) == {"name": "Alice Smith"}
+        save.click()
+        expect(status).to_have_text("No change.")
+
+    assert values(alice) == {"name": "Alice Smith", "timezone": "Europe/Paris"}
+
+
+def test_all_five_profile_fields_typed_then_one_save_are_all_kept(signed_in_page, alice):
+    page = signed_in_page(alice)
+    typed = {
+        "Name": "Kevin",
+        "Role": "Head of Growth",
+        "Company": "YARNNN",
+        "Timezone": "Asia/Singapore",
+        "Summary": "Runs growth experiments.",
+    }
+    for label, value in typed.items():
+        profile_field(page, label).fill(value)
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.locator("#profile-form").get_by_role("status")).to_have_text(
+        "Saved name, role, company, timezone and summary."
+    )
+
+    page.reload()
+    for label, value in typed.items():
+        expect(profile_field(page, label)).to_have_value(value)
+    assert values(alice) == {
+        "name": "Kevin",
+        "role": "Head of Growth",
+        "company": "YARNNN",
+        "timezone": "Asia/Singapore",
+        "summary": "Runs growth experiments.",
+    }
+    assert MemoryHistory.objects.filter(user=alice).count() == 5
+
+
+QUESTION = "You have changes that are not saved. Leave without saving them?"
+
+
+def answer_dialogs(page: Page, *answers: bool) -> list[tuple[str, str]]:
+    """Answer the page's next dialogs in turn (True: OK, False: Cancel); returns what was
+    asked, as (type, message)."""
+    asked: list[tuple[str, str]] = []
+    pending = list(answers)
+
+    def answer(dialog) -> None:
+        asked.append((dialog.type, dialog.message))
+        if pending.pop(0):
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.on("dialog", answer)
+    return asked
+
+
+def test_switching_tabs_with_unsaved_typing_asks_first(
+    signed_in_page, alice, same_document, htmx_settled
+):
+    page = signed_in_page(alice)
+    asked = answer_dialogs(page, False, True)
+    with same_document(page):
+        # Nothing typed: the tabs switch without a question.
+        page.get_by_role("link", name="Styles").click()
+        expect(page.get_by_role("heading", name="Styles")).to_be_visible()
+        page.get_by_role("link", name="Profile").click()
+        expect(page.get_by_role("heading", name="Profile")).to_be_visible()
+
+        profile_field(page, "Name").fill("Kevin")
+        with page.expect_event("dialog"):
+            page.get_by_role("link", name="Entries").click()
+        assert asked == [("confirm", QUESTION)]
+        # Cancelled: no request, still on Profile with the text.
+        htmx_settled(page)
+        expect(page.get_by_role("link", name="Profile")).to_have_attribute("aria-selected", "true")
+        expect(profile_field(page, "Name")).to_have_value("Kevin")
+        expect(page).not_to_have_url(re.compile(r"tab=entries"))
+
+        with page.expect_event("dialog"):
+            page.get_by_role("link", name="Entries").click()
+        expect(page.get_by_role("heading", name="Entries")).to_be_visible()
+    assert asked == [("confirm", QUESTION), ("confirm", QUESTION)]
+    assert values(alice) == {}
+
+
+def test_leaving_the_page_with_unsaved_typing_asks_first(signed_in_page, alice):
+    page = signed_in_page(alice)
+    asked = answer_dialogs(page, False)
+    profile_field(page, "Role").click()
+    page.keyboard.type("CEO")  # typed keys: the page had a user gesture, so it may ask
+    with page.expect_event("dialog"):
+        page.get_by_role("link", name="Activity").click()
+    assert [kind for kind, _ in asked] == ["beforeunload"]
+    expect(page.get_by_role("heading", name="Profile")).to_be_visible()
+    expect(profile_field(page, "Role")).to_have_value("CEO")
+
+    # Saving clears it: the same link now simply leaves.
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.locator("#profile-form").get_by_role("status")).to_have_text("Saved role.")
+    page.get_by_role("link", name="Activity").click()
+    expect(page).to_have_url(re.compile(r"/activity/$"))
+    assert len(asked) == 1
+    assert values(alice) == {"role": "CEO"}
 
 
 def test_styles_add_change_and_remove_a_platform_with_the_preview_following(
@@ -112,13 +216,15 @@ def test_entries_add_edit_pin_delete_and_undo_with_the_preview_following(
         page.get_by_role("link", name="Entries").click()
         expect(page.get_by_role("heading", name="Entries")).to_be_visible()
 
+        expect(page.get_by_label("Slug")).to_have_count(0)
         page.get_by_label("Kind", exact=True).select_option("preference")
-        page.get_by_label("Slug", exact=True).fill("reports")
+        page.get_by_text("More", exact=True).click()  # the optional key
+        page.get_by_label("Key", exact=True).fill("reports")
         page.get_by_label("Text", exact=True).fill("bullet points in reports")
         page.get_by_label("Tags", exact=True).fill("work, Reports")
         page.get_by_role("button", name="Add entry").click()
         expect(page.locator("#entry-add").get_by_role("status")).to_have_text(
-            "Added preference:reports."
+            "Added “bullet points in reports” as a preference."
         )
         expect(preview(page)).to_contain_text("- Prefers: bullet points in reports")
         memory = Memory.objects.get(user=alice, key="preference:reports")
@@ -128,23 +234,23 @@ def test_entries_add_edit_pin_delete_and_undo_with_the_preview_following(
         # The form is empty again, ready for the next entry.
         expect(page.get_by_label("Text", exact=True)).to_have_value("")
 
-        row.get_by_role("link", name="Edit preference:reports").click()
-        row.get_by_label("Text preference:reports").fill("numbered lists in reports")
+        row.get_by_role("link", name="Edit “bullet points in reports”").click()
+        row.get_by_label("Text", exact=False).fill("numbered lists in reports")
         row.get_by_role("button", name="Save").click()
         expect(row.get_by_role("status")).to_have_text("Saved.")
         expect(row.locator(".value")).to_have_text("numbered lists in reports")
         expect(preview(page)).to_contain_text("- Prefers: numbered lists in reports")
         expect(preview(page)).not_to_contain_text("bullet points")
 
-        row.get_by_role("button", name="Pin preference:reports").click()
+        row.get_by_role("button", name="Pin “numbered lists in reports”").click()
         expect(row.get_by_text("Pinned", exact=True)).to_be_visible()
-        expect(row.get_by_role("button", name="Unpin preference:reports")).to_be_visible()
+        expect(row.get_by_role("button", name="Unpin “numbered lists in reports”")).to_be_visible()
         # Pinning refreshes the preview without changing its text. Let that refresh finish
         # before the next change: a change during it is lost (test_live_updates.py).
         htmx_settled(page)
 
-        row.get_by_role("button", name="Delete preference:reports").click()
-        expect(row).to_contain_text("Deleted preference:reports.")
+        row.get_by_role("button", name="Delete “numbered lists in reports”").click()
+        expect(row).to_contain_text("Deleted “numbered lists in reports”.")
         expect(preview(page)).not_to_contain_text("numbered lists")
         assert values(alice) == {}
 
@@ -161,6 +267,94 @@ def test_entries_add_edit_pin_delete_and_undo_with_the_preview_following(
         ["reports", "work"],
         True,
     )
+
+
+def test_an_open_edit_survives_adding_an_entry_and_filtering_the_list(
+    signed_in_page, alice, same_document, htmx_settled
+):
+    me = Actor.for_user(alice)
+    tea = memory_upsert(user=alice, key="fact:tea", value="Drinks tea", actor=me).memory
+    page = signed_in_page(alice)
+    page.goto("/?tab=entries")
+    row = page.locator(f"#memory-{tea.pk}")
+    text = row.get_by_label("Text", exact=False)
+
+    with same_document(page):
+        row.get_by_role("link", name="Edit “Drinks tea”").click()
+        text.fill("Drinks green tea, no sugar")
+
+        # Adding another entry refreshes the list (entries-changed): the editor stays.
+        page.locator("#entry-add").get_by_label("Text", exact=True).fill("Standup is at 9:30")
+        page.get_by_role("button", name="Add entry").click()
+        expect(page.locator("#entry-add").get_by_role("status")).to_have_text(
+            "Added “Standup is at 9:30” as a fact."
+        )
+        expect(page.locator("#entry-list")).to_contain_text("Standup is at 9:30")
+        htmx_settled(page)
+        expect(text).to_have_value("Drinks green tea, no sugar")
+
+        # Filtering the list down to something else keeps the open editor too.
+        page.get_by_label("Search text").fill("standup")
+        expect(page.locator("#entry-list")).to_contain_text("2 of 2 entries")
+        htmx_settled(page)
+        expect(text).to_have_value("Drinks green tea, no sugar")
+
+        row.get_by_role("button", name="Save").click()
+        expect(row.get_by_role("status")).to_have_text("Saved.")
+        expect(row.locator(".value")).to_have_text("Drinks green tea, no sugar")
+    assert values(alice) == {
+        "fact:tea": "Drinks green tea, no sugar",
+        "fact:standup-is-at-930": "Standup is at 9:30",
+    }
+
+
+def test_an_edited_style_row_survives_adding_a_platform(signed_in_page, alice, htmx_settled):
+    memory_upsert(user=alice, key="tone_slack", value="casual", actor=Actor.for_user(alice))
+    page = signed_in_page(alice)
+    page.goto("/?tab=styles")
+    page.get_by_label("Tone for slack").fill("formal")
+    page.get_by_label("Platform", exact=True).fill("gmail")
+    page.get_by_label("Verbosity", exact=True).fill("detailed")
+    page.get_by_role("button", name="Add platform").click()
+    expect(page.locator("#styles-panel").get_by_role("status")).to_have_text("Added gmail.")
+    htmx_settled(page)
+    expect(page.get_by_label("Tone for slack")).to_have_value("formal")
+    assert values(alice) == {"tone_slack": "casual", "verbosity_gmail": "detailed"}
+
+
+def test_changing_an_entrys_kind_moves_it_and_keeps_its_history(
+    signed_in_page, alice, same_document
+):
+    tea = memory_upsert(
+        user=alice,
+        key="fact:oat-milk",
+        value="Oat milk in flat whites",
+        actor=Actor.for_user(alice),
+    ).memory
+    page = signed_in_page(alice)
+    page.goto("/?tab=entries")
+    row = page.locator(f"#memory-{tea.pk}")
+    expect(page.locator("#kind-fact")).to_be_visible()
+
+    with same_document(page):
+        row.get_by_role("link", name="Edit “Oat milk in flat whites”").click()
+        row.get_by_label("Kind", exact=False).select_option("preference")
+        row.get_by_role("button", name="Save").click()
+        # The list regroups it: under Preference, no Fact group left.
+        expect(page.locator("#kind-preference")).to_have_text("Preference 1")
+        expect(page.locator("#kind-fact")).to_have_count(0)
+        expect(row.locator(".badge.kind")).to_have_text("Preference")
+        expect(row.locator(".key")).to_have_text("preference:oat-milk")
+        expect(preview(page)).to_contain_text("Prefers: Oat milk in flat whites")
+
+    row.get_by_role("link", name="History of “Oat milk in flat whites”").click()
+    expect(page.get_by_role("heading", name="History of preference:oat-milk")).to_be_visible()
+    expect(page.locator(".timeline-item")).to_have_count(2)
+    expect(page.locator(".timeline-item").first).to_contain_text(
+        "Renamed from fact:oat-milk to preference:oat-milk"
+    )
+    assert values(alice) == {"preference:oat-milk": "Oat milk in flat whites"}
+    assert Memory.objects.get(user=alice).pk == tea.pk
 
 
 def test_filters_narrow_the_entry_list_in_place(signed_in_page, alice, same_document):
@@ -231,7 +425,7 @@ def test_restore_an_old_value_from_the_history_page(signed_in_page, alice, same_
     page.goto("/?tab=entries")
     expect(preview(page)).to_contain_text("- Fact: Lisbon")
 
-    page.get_by_role("link", name="History of fact:home-city").click()
+    page.get_by_role("link", name="History of “Lisbon”").click()
     expect(page.get_by_role("heading", name="History of fact:home-city")).to_be_visible()
     current = page.locator("#history-timeline .current .value")
     expect(current).to_have_text("Lisbon")
@@ -291,21 +485,26 @@ def test_values_that_look_like_html_show_as_text_and_run_nothing(
     page.goto("/?tab=entries")
 
     page.get_by_label("Kind", exact=True).select_option("fact")
-    page.get_by_label("Slug", exact=True).fill("html")
+    page.get_by_text("More", exact=True).click()
+    page.get_by_label("Key", exact=True).fill("html")
     page.get_by_label("Text", exact=True).fill(payload)
     page.get_by_role("button", name="Add entry").click()
-    expect(page.locator("#entry-add").get_by_role("status")).to_have_text("Added fact:html.")
+    expect(page.locator("#entry-add").get_by_role("status")).to_have_text(
+        f"Added “{payload}” as a fact."
+    )
     memory = Memory.objects.get(user=alice, key="fact:html")
     row = page.locator(f"#memory-{memory.pk}")
     expect(row.locator(".value")).to_have_text(payload)
-    expect(preview(page)).to_contain_text(f"- Fact: {payload}")
+    # The block fences each value as data (memory/working_memory.py); the page shows it as text.
+    expect(preview(page)).to_contain_text("img src=x onerror=alert(1)>")
+    assert_preview_is(page, alice, build_working_memory(user=alice).text)
     expect(preview(page)).to_contain_text('"><script>alert(2)</script>')
-    expect(preview(page)).to_contain_text("- Fact: <svg onload=alert(3)></svg>")
+    expect(preview(page)).to_contain_text("svg onload=alert(3)></svg>")
     expect(page.get_by_text("noted by agent assistant")).to_be_visible()
     # Nothing was parsed as markup: no such elements exist, so no handler could run.
     expect(page.locator("#main img, #main svg, #main script")).to_have_count(0)
 
-    page.get_by_role("link", name="History of fact:html").click()
+    page.get_by_role("link", name=f"History of “{payload}”").click()
     expect(page.locator("#history-timeline .current .value")).to_have_text(payload)
     expect(page.locator("#main img")).to_have_count(0)
     assert dialogs == []
@@ -338,18 +537,19 @@ def test_adding_and_deleting_an_entry_works_without_javascript(signed_in_page, a
     page.goto("/?tab=entries")
 
     page.get_by_label("Kind", exact=True).select_option("instruction")
-    page.get_by_label("Slug", exact=True).fill("tldr")
+    page.get_by_text("More", exact=True).click()  # a <details>: opens without JavaScript
+    page.get_by_label("Key", exact=True).fill("tldr")
     page.get_by_label("Text", exact=True).fill("Always include a TL;DR")
     page.get_by_role("button", name="Add entry").click()
 
-    expect(page.locator("#flash")).to_have_text("Added instruction:tldr.")
+    expect(page.locator("#flash")).to_have_text("Added “Always include a TL;DR” as an instruction.")
     memory = Memory.objects.get(user=alice, key="instruction:tldr")
     expect(page).to_have_url(re.compile(rf"/\?tab=entries#memory-{memory.pk}$"))
     expect(page.locator(f"#memory-{memory.pk} .value")).to_have_text("Always include a TL;DR")
     expect(preview(page)).to_have_text("### What you've told me - Note: Always include a TL;DR")
 
-    page.get_by_role("button", name="Delete instruction:tldr").click()
-    expect(page.locator("#flash")).to_have_text("Deleted instruction:tldr.")
+    page.get_by_role("button", name="Delete “Always include a TL;DR”").click()
+    expect(page.locator("#flash")).to_have_text("Deleted “Always include a TL;DR”.")
     expect(page.locator(f"#memory-{memory.pk}")).to_have_count(0)
     expect(preview(page)).to_have_text("")
     assert values(alice) == {}
@@ -392,8 +592,10 @@ def test_screenshot_of_the_context_page(signed_in_page, alice, alice_agent, arti
         "- gmail: verbosity: detailed\n"
         "\n"
         "### What you've told me\n"
-        "- Prefers: bullet points in reports\n"
-        "- Note: always include a TL;DR\n",
+        "- Note: always include a TL;DR\n"
+        "\n"
+        "### What I've noticed\n"
+        "- Prefers: bullet points in reports\n",
     )
 
     path = artifacts / "context-page.png"

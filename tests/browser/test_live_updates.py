@@ -48,10 +48,10 @@ def test_the_preview_shows_a_change_made_while_it_refreshes(signed_in_page, alic
     page.route("**/preview/", hold)
     row = page.locator(f"#memory-{memory.pk}")
 
-    row.get_by_role("button", name="Pin fact:city").click()
-    expect(row.get_by_role("button", name="Unpin fact:city")).to_be_visible()
-    row.get_by_role("button", name="Delete fact:city").click()
-    expect(row).to_contain_text("Deleted fact:city.")
+    row.get_by_role("button", name="Pin “Paris”").click()
+    expect(row.get_by_role("button", name="Unpin “Paris”")).to_be_visible()
+    row.get_by_role("button", name="Delete “Paris”").click()
+    expect(row).to_contain_text("Deleted “Paris”.")
     hold.release()
 
     # Short timeout: once released, the refreshes take milliseconds.
@@ -64,14 +64,15 @@ def test_the_entry_list_shows_an_entry_added_while_it_refreshes(signed_in_page, 
     hold = HoldFirst("entry-list")
     page.route("**/?*", hold)
 
-    for slug in ("first", "second"):
-        page.get_by_label("Slug", exact=True).fill(slug)
-        page.get_by_label("Text", exact=True).fill(f"the {slug} entry")
+    for which in ("first", "second"):
+        page.get_by_label("Text", exact=True).fill(f"the {which} entry")
         page.get_by_role("button", name="Add entry").click()
-        expect(page.locator("#entry-add").get_by_role("status")).to_have_text(f"Added fact:{slug}.")
+        expect(page.locator("#entry-add").get_by_role("status")).to_have_text(
+            f"Added “the {which} entry” as a fact."
+        )
     hold.release()
 
-    second = Memory.objects.get(user=alice, key="fact:second")
+    second = Memory.objects.get(user=alice, key="fact:the-second-entry")
     expect(page.locator(f"#memory-{second.pk} .value")).to_have_text(
         "the second entry", timeout=3_000
     )
@@ -82,7 +83,6 @@ def test_back_to_an_earlier_tab_shows_the_current_working_memory(signed_in_page,
     page.get_by_role("link", name="Styles").click()
     expect(page.get_by_role("heading", name="Styles")).to_be_visible()
     page.get_by_role("link", name="Entries").click()
-    page.get_by_label("Slug", exact=True).fill("standup")
     page.get_by_label("Text", exact=True).fill("Standup is at 9:30")
     page.get_by_role("button", name="Add entry").click()
     expect(page.locator("#working-memory-text")).to_contain_text("- Fact: Standup is at 9:30")

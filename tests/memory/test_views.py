@@ -8,6 +8,7 @@ from django.test import Client
 from django.utils import timezone
 
 from activity.actors import Actor
+from memory.keys import PROFILE_KEYS
 from memory.models import Memory, MemoryHistory
 from memory.services import memory_delete, memory_upsert
 from profiles.services import profile_for_user, profile_update
@@ -113,59 +114,125 @@ def test_paused_banner_links_to_agents(as_alice, alice):
 # ---------------------------------------------------------------- profile
 
 
-def test_profile_field_save_htmx(as_alice, alice):
-    response = as_alice.post(
-        "/profile/timezone/", {"profile-timezone": "Asia/Singapore"}, headers=HX
-    )
+PROFILE = {
+    "profile-name": "Kevin",
+    "profile-role": "Head of Growth",
+    "profile-company": "YARNNN",
+    "profile-timezone": "Asia/Singapore",
+    "profile-summary": "Runs growth.\nLikes data.",
+}
+
+
+def profile_rows(user):
+    return {
+        key: list(MemoryHistory.objects.filter(user=user, key=key).values_list("action", flat=True))
+        for key in ("name", "role", "company", "timezone", "summary")
+    }
+
+
+def test_one_profile_save_saves_all_five_fields_with_one_history_row_each(as_alice, alice):
+    response = as_alice.post("/profile/", PROFILE, headers=HX)
     assert response.status_code == 200
     assert response["HX-Trigger"] == "memory-changed"
     body = text(response)
     assert "<html" not in body
-    assert body.lstrip().startswith('<form id="profile-timezone"')
-    assert "Saved your timezone." in body
-    assert value_of(alice, "timezone") == "Asia/Singapore"
+    assert body.lstrip().startswith('<form id="profile-form"')
+    assert (
+        '<span class="saved" role="status">Saved name, role, company, timezone and summary.' in body
+    )
+    assert 'value="Head of Growth"' in body
+    assert "data-unsaved" not in body
+    assert dict(Memory.objects.filter(user=alice).values_list("key", "value")) == {
+        "name": "Kevin",
+        "role": "Head of Growth",
+        "company": "YARNNN",
+        "timezone": "Asia/Singapore",
+        "summary": "Runs growth.\nLikes data.",
+    }
+    assert profile_rows(alice) == {key: ["create"] for key in PROFILE_KEYS}
     memory = Memory.objects.get(user=alice, key="timezone")
     assert (memory.source, memory.confidence) == ("user_stated", 1.0)
 
 
-def test_profile_field_save_plain_post_redirects_with_message(as_alice, alice):
-    response = as_alice.post("/profile/name/", {"profile-name": "Kevin"})
+def test_profile_save_writes_only_the_fields_that_changed(as_alice, alice):
+    as_alice.post("/profile/", PROFILE, headers=HX)
+    response = as_alice.post(
+        "/profile/", {**PROFILE, "profile-role": "CEO", "profile-company": "  "}, headers=HX
+    )
+    assert response["HX-Trigger"] == "memory-changed"
+    assert "Saved role; removed company." in text(response)
+    assert profile_rows(alice) == {
+        "name": ["create"],
+        "role": ["update", "create"],
+        "company": ["delete", "create"],
+        "timezone": ["create"],
+        "summary": ["create"],
+    }
+    assert value_of(alice, "company") is None
+
+    response = as_alice.post("/profile/", {**PROFILE, "profile-role": "CEO", "profile-company": ""})
     assert response.status_code == 302
     assert response["Location"] == "/?tab=profile"
-    assert flashes(response) == ["Saved your name."]
-    assert value_of(alice, "name") == "Kevin"
+    assert flashes(response) == ["No change."]
+    assert MemoryHistory.objects.filter(user=alice).count() == 7
 
 
-def test_bad_timezone_is_refused_inline(as_alice, alice):
+def test_profile_save_plain_post_redirects_with_message(as_alice, alice):
+    say(alice, "company", "YARNNN")
+    response = as_alice.post("/profile/", {"profile-name": "Kevin", "profile-role": "CEO"})
+    assert response.status_code == 302
+    assert response["Location"] == "/?tab=profile"
+    assert flashes(response) == ["Saved name and role."]
+    # A field the POST leaves out is left alone; only an emptied one is removed.
+    assert dict(Memory.objects.filter(user=alice).values_list("key", "value")) == {
+        "company": "YARNNN",
+        "name": "Kevin",
+        "role": "CEO",
+    }
+
+
+def test_a_bad_timezone_saves_nothing_and_keeps_every_typed_field(as_alice, alice):
     say(alice, "timezone", "Europe/Paris")
-    response = as_alice.post("/profile/timezone/", {"profile-timezone": "Mars/Base"}, headers=HX)
+    say(alice, "name", "Kev")
+    typed = {**PROFILE, "profile-timezone": "Mars/Base"}
+    response = as_alice.post("/profile/", typed, headers=HX)
     body = text(response)
     assert response.status_code == 200
     assert "HX-Trigger" not in response
+    assert body.lstrip().startswith('<form id="profile-form"')
+    assert " data-unsaved " in body
+    assert "Nothing was saved: fix the field marked below." in body
     assert 'aria-invalid="true"' in body
     assert 'class="field-error" id="id_profile-timezone_error"' in body
     assert "&#x27;Mars/Base&#x27; is not an IANA time zone" in body
-    assert "id_profile-timezone_error" in body.split('aria-describedby="', 1)[1].split('"')[0]
-    assert value_of(alice, "timezone") == "Europe/Paris"
+    assert "id_profile-timezone_error" in body.split('aria-describedby="', 5)[4].split('"')[0]
+    for value in ("Kevin", "Head of Growth", "YARNNN", "Mars/Base"):
+        assert f'value="{value}"' in body
+    assert "Runs growth.\nLikes data.</textarea>" in body
+    assert dict(Memory.objects.filter(user=alice).values_list("key", "value")) == {
+        "timezone": "Europe/Paris",
+        "name": "Kev",
+    }
 
-    full = as_alice.post("/profile/timezone/", {"profile-timezone": "Mars/Base"})
+    full = as_alice.post("/profile/", typed)
     assert full.status_code == 400
     assert "<html" in text(full)
     assert "is not an IANA time zone" in text(full)
+    assert 'value="Head of Growth"' in text(full)
     assert value_of(alice, "timezone") == "Europe/Paris"
+    assert MemoryHistory.objects.filter(user=alice).count() == 2
 
 
-def test_clearing_a_profile_field_deletes_the_key(as_alice, alice):
-    say(alice, "company", "YARNNN")
-    response = as_alice.post("/profile/company/", {"profile-company": "  "}, headers=HX)
-    assert response.status_code == 200
-    assert "Removed your company." in text(response)
-    assert value_of(alice, "company") is None
-    assert MemoryHistory.objects.filter(user=alice, key="company", action="delete").count() == 1
-
-
-def test_unknown_profile_field_is_404(as_alice):
-    assert as_alice.post("/profile/password/", {"profile-password": "x"}).status_code == 404
+def test_profile_shows_who_set_a_field_and_links_its_history(as_alice, alice, alice_agent):
+    say(alice, "name", "Kevin")
+    noted(alice_agent, "role", "Growth lead")
+    body = text(as_alice.get("/?tab=profile"))
+    role = Memory.objects.get(user=alice, key="role")
+    assert '<span class="badge agent">noted by agent assistant</span>' in body
+    assert "stated by you" not in body
+    assert f'href="/memories/{role.pk}/history/">History<span class="sr-only"> of role' in body
+    assert body.count('<form id="profile-form"') == 1
+    assert body.count('<span class="sr-only"> profile</span>') == 1
 
 
 def test_profile_tab_offers_timezones(as_alice):
@@ -205,6 +272,41 @@ def test_style_add_change_remove(as_alice, alice):
     assert response.status_code == 200
     assert "Removed slack." in text(response)
     assert Memory.objects.filter(user=alice).count() == 0
+
+
+def test_style_save_writes_only_what_changed_and_adding_keeps_rows_being_edited(as_alice, alice):
+    say(alice, "tone_slack", "casual")
+    say(alice, "verbosity_slack", "brief")
+    response = as_alice.post(
+        "/styles/slack/",
+        {"style-slack-tone": "casual", "style-slack-verbosity": "brief"},
+        headers=HX,
+    )
+    assert "HX-Trigger" not in response
+    assert '<span class="saved" role="status">No change.</span>' in text(response)
+    assert MemoryHistory.objects.filter(user=alice).count() == 2
+
+    # A row with unsaved typing in the page is kept when adding another platform swaps the panel.
+    response = as_alice.post(
+        "/styles/add/",
+        {"style-platform": "gmail", "style-verbosity": "detailed"},
+        headers={**HX, "Mnemo-Keep": "style-slack"},
+    )
+    body = text(response)
+    assert '<div id="style-slack" class="style-row" data-keep="dirty" hx-preserve>' in body
+    assert '<div id="style-gmail" class="style-row" data-keep="dirty">' in body
+
+    # A refused save comes back with the text and marked unsaved.
+    response = as_alice.post(
+        "/styles/slack/", {"style-slack-tone": "x" * 5000, "style-slack-verbosity": ""}, headers=HX
+    )
+    assert 'aria-invalid="true"' in text(response)
+    assert " data-unsaved " in text(response)
+    assert 'value="' + "x" * 5000 + '"' in text(response)
+    assert (value_of(alice, "tone_slack"), value_of(alice, "verbosity_slack")) == (
+        "casual",
+        "brief",
+    )
 
 
 def test_style_plain_posts(as_alice, alice):
@@ -251,7 +353,7 @@ def test_entry_add_htmx(as_alice, alice):
         "/entries/add/",
         {
             "entry-kind": "preference",
-            "entry-slug": "bullets",
+            "entry-key": "bullets",
             "entry-value": "Bullet points in reports",
             "entry-tags": "Reports, work",
         },
@@ -260,7 +362,8 @@ def test_entry_add_htmx(as_alice, alice):
     assert response.status_code == 200
     assert response["HX-Trigger"] == "memory-changed, entries-changed"
     assert text(response).lstrip().startswith('<form id="entry-add"')
-    assert "Added preference:bullets." in text(response)
+    assert "Added “Bullet points in reports” as a preference." in text(response)
+    assert "data-unsaved" not in text(response)
     memory = Memory.objects.get(user=alice, key="preference:bullets")
     assert (memory.value, memory.tags, memory.source) == (
         "Bullet points in reports",
@@ -277,16 +380,49 @@ def test_entry_add_derives_slug_and_plain_post_redirects(as_alice, alice):
     assert response.status_code == 302
     memory = Memory.objects.get(user=alice, key="instruction:always-include-a-tldr-2")
     assert response["Location"] == f"/?tab=entries#memory-{memory.pk}"
-    assert flashes(response) == ["Added instruction:always-include-a-tldr-2."]
+    assert flashes(response) == ["Added “Always include a TL;DR” as an instruction."]
+
+
+def test_entry_add_makes_a_readable_key_from_the_text(as_alice, alice):
+    response = as_alice.post(
+        "/entries/add/",
+        {"entry-kind": "preference", "entry-value": "Prefers oat milk in flat whites"},
+        headers=HX,
+    )
+    assert response.status_code == 200
+    memory = Memory.objects.get(user=alice)
+    assert (memory.key, memory.value) == (
+        "preference:prefers-oat-milk-in-flat-whites",
+        "Prefers oat milk in flat whites",
+    )
+    assert MemoryHistory.objects.filter(user=alice).count() == 1
+
+
+def test_the_add_form_has_no_slug_and_keeps_the_optional_key_under_more(as_alice):
+    body = text(as_alice.get("/?tab=entries"))
+    form = body.split('<form id="entry-add"', 1)[1].split("</form>", 1)[0]
+    assert "Slug" not in form
+    assert '<details class="more">' in form
+    assert "<summary>More</summary>" in form
+    details = form.split('<details class="more">', 1)[1].split("</details>", 1)[0]
+    assert '<label for="id_entry-key">Key</label>' in details
+    assert 'name="entry-key"' in details
+    assert 'value="' not in details.split('name="entry-key"', 1)[1].split(">", 1)[0]
+    assert "Made from the text when left empty" in details
+    # A refused key opens "More" so its error shows.
+    response = as_alice.post(
+        "/entries/add/", {"entry-kind": "fact", "entry-key": "Bad!", "entry-value": "x"}, headers=HX
+    )
+    assert '<details class="more" open>' in text(response)
 
 
 @pytest.mark.parametrize(
     ("data", "error"),
     [
-        ({"entry-slug": "Bad Slug!", "entry-value": "x"}, "Start with a-z or 0-9"),
-        ({"entry-slug": "ok", "entry-value": "   "}, "Write what the assistant should know."),
-        ({"entry-slug": "ok", "entry-value": "x", "entry-tags": "no spaces!"}, "Tag &#x27;no"),
-        ({"entry-slug": "", "entry-value": "???"}, "Could not make a slug"),
+        ({"entry-key": "Bad Slug!", "entry-value": "x"}, "A key starts with a-z or 0-9"),
+        ({"entry-key": "ok", "entry-value": "   "}, "Write what the assistant should know."),
+        ({"entry-key": "ok", "entry-value": "x", "entry-tags": "no spaces!"}, "Tag &#x27;no"),
+        ({"entry-key": "", "entry-value": "???"}, "Could not make a key from the text"),
     ],
 )
 def test_entry_add_errors(as_alice, alice, data, error):
@@ -295,28 +431,44 @@ def test_entry_add_errors(as_alice, alice, data, error):
     assert "HX-Trigger" not in response
     assert error in text(response)
     assert 'class="field-error"' in text(response)
+    assert " data-unsaved " in text(response)  # what was typed is still there, and unsaved
+    if data["entry-value"].strip():
+        assert f"{data['entry-value']}</textarea>" in text(response)
     full = as_alice.post("/entries/add/", {"entry-kind": "fact", **data})
     assert full.status_code == 400
     assert error in text(full)
     assert Memory.objects.filter(user=alice).count() == 0
 
 
-def test_entry_add_refuses_taken_slug(as_alice, alice):
+def test_entry_add_refuses_a_typed_key_that_is_taken(as_alice, alice):
     say(alice, "fact:tea", "Drinks tea")
     response = as_alice.post(
         "/entries/add/",
-        {"entry-kind": "fact", "entry-slug": "tea", "entry-value": "Coffee"},
+        {"entry-kind": "fact", "entry-key": "tea", "entry-value": "Coffee"},
         headers=HX,
     )
-    assert "You already have fact:tea" in text(response)
+    body = text(response)
+    assert response.status_code == 200
+    assert "HX-Trigger" not in response
+    assert (
+        '<p class="field-error" id="id_entry-key_error">You already have &#x27;fact:tea&#x27;; '
+        "edit it in the list instead.</p>"
+    ) in body
+    assert ">\nCoffee</textarea>" in body
+    assert 'name="entry-key" value="tea"' in body
     assert value_of(alice, "fact:tea") == "Drinks tea"
+    assert MemoryHistory.objects.filter(user=alice).count() == 1
 
 
 def test_entry_edit_in_place(as_alice, alice):
     memory = say(alice, "fact:tea", "Drinks tea", tags=["food"]).memory
     form = as_alice.get(f"/memories/{memory.pk}/edit/", headers=HX)
     assert form.status_code == 200
-    assert text(form).lstrip().startswith(f'<li id="memory-{memory.pk}" class="entry editing">')
+    assert (
+        text(form)
+        .lstrip()
+        .startswith(f'<li id="memory-{memory.pk}" class="entry editing" data-keep="open">')
+    )
     assert f'name="edit-{memory.pk}-value"' in text(form)
     full = as_alice.get(f"/memories/{memory.pk}/edit/")
     assert "<html" in text(full)
@@ -351,8 +503,92 @@ def test_entry_edit_errors_and_plain_post(as_alice, alice):
     response = as_alice.post(f"/memories/{memory.pk}/edit/", {field: "Coffee"})
     assert response.status_code == 302
     assert response["Location"] == f"/?tab=entries#memory-{memory.pk}"
-    assert flashes(response) == ["Saved: fact:tea."]
+    assert flashes(response) == ["Saved: “Coffee”."]
     assert value_of(alice, "fact:tea") == "Coffee"
+
+
+def test_changing_the_kind_renames_the_entry_and_keeps_its_history(as_alice, alice):
+    memory = say(alice, "fact:oat-milk", "Oat milk in flat whites").memory
+    field = f"edit-{memory.pk}"
+    form = text(as_alice.get(f"/memories/{memory.pk}/edit/", headers=HX))
+    assert f'<select name="{field}-kind"' in form
+    assert '<option value="fact" selected>Fact</option>' in form
+    assert '<option value="bugfix">Bug fix</option>' in form
+
+    response = as_alice.post(
+        f"/memories/{memory.pk}/edit/",
+        {f"{field}-kind": "preference", f"{field}-value": "Prefers oat milk in flat whites"},
+        headers=HX,
+    )
+    assert response.status_code == 200
+    # The list regroups the entry under its new kind.
+    assert response["HX-Trigger"] == "memory-changed, entries-changed"
+    assert "Saved; now a preference." in text(response)
+    assert '<span class="badge kind">Preference</span>' in text(response)
+    renamed = Memory.objects.get(user=alice)
+    assert (renamed.pk, renamed.key, renamed.value) == (
+        memory.pk,
+        "preference:oat-milk",
+        "Prefers oat milk in flat whites",
+    )
+    rows = list(
+        MemoryHistory.objects.filter(user=alice).order_by("id").values_list("action", "key")
+    )
+    assert rows == [
+        ("create", "fact:oat-milk"),
+        ("rename", "preference:oat-milk"),
+        ("update", "preference:oat-milk"),
+    ]
+
+    page = text(as_alice.get(f"/memories/{memory.pk}/history/"))
+    assert "History of <code>preference:oat-milk</code>" in page
+    assert page.count('class="timeline-item') == 3
+    assert "Renamed from <code>fact:oat-milk</code> to <code>preference:oat-milk</code>" in page
+    assert '<span class="new">Oat milk in flat whites</span>' in page  # the create, before
+    # Restoring a version from before the rename would bring back fact:oat-milk beside it.
+    create = MemoryHistory.objects.get(user=alice, action="create")
+    assert f'action="/history/{create.pk}/restore/"' not in page
+    update = MemoryHistory.objects.get(user=alice, action="update")
+    assert f'action="/history/{update.pk}/restore/"' not in page  # it is the current state
+    # The old key's history row leads to the same timeline.
+    assert "History of <code>preference:oat-milk</code>" in text(
+        as_alice.get(f"/history/{create.pk}/")
+    )
+
+    response = as_alice.post(
+        f"/memories/{memory.pk}/edit/",
+        {f"{field}-kind": "decision", f"{field}-value": "Prefers oat milk in flat whites"},
+    )
+    assert response.status_code == 302
+    assert flashes(response) == ["Now a decision: “Prefers oat milk in flat whites”."]
+    assert Memory.objects.get(user=alice).key == "decision:oat-milk"
+
+
+def test_a_kind_whose_key_is_taken_changes_nothing_and_keeps_the_text(as_alice, alice):
+    memory = say(alice, "fact:tea", "Drinks tea").memory
+    say(alice, "preference:tea", "Green tea")
+    field = f"edit-{memory.pk}"
+    before = MemoryHistory.objects.count()
+    response = as_alice.post(
+        f"/memories/{memory.pk}/edit/",
+        {f"{field}-kind": "preference", f"{field}-value": "Drinks lots of tea"},
+        headers=HX,
+    )
+    body = text(response)
+    assert response.status_code == 200
+    assert "HX-Trigger" not in response
+    assert " data-unsaved " in body
+    assert (
+        f'<p class="field-error" id="id_{field}-kind_error">You already have '
+        "&#x27;preference:tea&#x27;; edit that one instead.</p>"
+    ) in body
+    assert "Drinks lots of tea</textarea>" in body
+    assert '<option value="preference" selected>Preference</option>' in body
+    assert dict(Memory.objects.filter(user=alice).values_list("key", "value")) == {
+        "fact:tea": "Drinks tea",
+        "preference:tea": "Green tea",
+    }
+    assert MemoryHistory.objects.count() == before
 
 
 def test_pin_and_unpin(as_alice, alice):
@@ -366,7 +602,7 @@ def test_pin_and_unpin(as_alice, alice):
 
     response = as_alice.post(f"/memories/{memory.pk}/pin/", {"pinned": "0"})
     assert response.status_code == 302
-    assert flashes(response) == ["Unpinned fact:tea."]
+    assert flashes(response) == ["Unpinned “Drinks tea”."]
     assert Memory.objects.get(pk=memory.pk).pinned is False
 
 
@@ -399,7 +635,7 @@ def test_delete_and_undo_without_js(as_alice, alice):
     history = MemoryHistory.objects.get(user=alice, key="fact:tea", action="delete")
     assert response.status_code == 302
     assert response["Location"] == f"/?tab=entries&undo={history.pk}"
-    assert flashes(response) == ["Deleted fact:tea."]
+    assert flashes(response) == ["Deleted “Drinks tea”."]
     page = as_alice.get(response["Location"])
     assert f'action="/history/{history.pk}/restore/"' in text(page)
     response = as_alice.post(f"/history/{history.pk}/restore/", {"then": "row"})
@@ -416,6 +652,45 @@ def test_entries_show_origin_confidence_and_time(as_alice, alice, alice_agent):
     assert '<span class="badge agent">noted by agent assistant</span>' in body
     assert "confidence 0.70" in body
     assert "<time datetime=" in body
+
+
+def test_entry_cards_read_as_text_with_the_key_in_the_details_line(as_alice, alice):
+    memory = say(alice, "instruction:tldr", "Always include a TL;DR").memory
+    say(alice, "bugfix:login", "Fixed the login loop")
+    body = text(as_alice.get("/?tab=entries"))
+    card = body.split(f'<li id="memory-{memory.pk}"', 1)[1].split("</li>", 1)[0]
+    assert (
+        card.split(">", 1)[1].lstrip().startswith('<h4 class="value">Always include a TL;DR</h4>')
+    )
+    assert '<span class="badge kind">Instruction</span>' in card
+    assert '<span class="badge user">stated by you</span>' in card
+    assert '<span class="key-line">key <code class="key">instruction:tldr</code></span>' in card
+    assert 'Edit<span class="sr-only"> “Always include a TL;DR”</span>' in card
+    assert 'Delete<span class="sr-only"> “Always include a TL;DR”</span>' in card
+    assert '<h3 id="kind-instruction">Instruction <span class="badge">1</span></h3>' in body
+    assert '<h3 id="kind-bugfix">Bug fix <span class="badge">1</span></h3>' in body
+    assert "Prefers:" not in body
+    assert "Note:" not in body.split('<aside id="preview"', 1)[0]
+
+
+def test_a_list_refresh_keeps_the_open_editors_the_page_names(as_alice, alice):
+    editing = say(alice, "fact:tea", "Drinks tea").memory
+    other = say(alice, "fact:coffee", "Drinks coffee").memory
+    headers = {**hx("entry-list"), "Mnemo-Keep": f"memory-{editing.pk} memory-999 bogus"}
+    body = text(as_alice.get("/?tab=entries&q=coffee", headers=headers))
+    assert body.lstrip().startswith('<div id="entry-list"')
+    # Listed although the filter leaves it out, marked for htmx to keep the live editor.
+    assert f'<li id="memory-{editing.pk}" class="entry" hx-preserve>' in body
+    assert f'<li id="memory-{other.pk}" class="entry">' in body
+    assert "hx-preserve" not in body.replace(
+        f'id="memory-{editing.pk}" class="entry" hx-preserve', ""
+    )
+    # Without htmx there is nothing to keep.
+    plain = text(
+        as_alice.get("/?tab=entries&q=coffee", headers={"Mnemo-Keep": f"memory-{editing.pk}"})
+    )
+    assert "hx-preserve" not in plain
+    assert "Drinks tea" not in plain.split('<aside id="preview"', 1)[0]
 
 
 def test_entry_filters(as_alice, alice):
@@ -496,8 +771,8 @@ def test_budget_saves_and_refuses_bad_values(as_alice, alice):
 
 
 def test_history_timeline_and_restore_older_value(as_alice, alice, alice_agent):
-    first = say(alice, "fact:tea", "Drinks tea")
-    noted(alice_agent, "fact:tea", "Drinks coffee")
+    first = noted(alice_agent, "fact:tea", "Drinks tea")
+    say(alice, "fact:tea", "Drinks coffee")
     memory = Memory.objects.get(user=alice, key="fact:tea")
 
     page = as_alice.get(f"/memories/{memory.pk}/history/")
@@ -518,7 +793,7 @@ def test_history_timeline_and_restore_older_value(as_alice, alice, alice_agent):
     assert response["HX-Trigger"] == "memory-changed"
     assert "Restored fact:tea." in text(response)
     memory.refresh_from_db()
-    assert (memory.value, memory.source) == ("Drinks tea", "user_stated")
+    assert (memory.value, memory.source) == ("Drinks tea", "tp_extracted")
     restore = MemoryHistory.objects.get(user=alice, key="fact:tea", action="restore")
     assert (restore.before["value"], restore.after["value"]) == ("Drinks coffee", "Drinks tea")
     assert restore.actor_user == alice
@@ -626,7 +901,7 @@ def test_writes_refuse_get(as_alice, alice):
         "/entries/add/",
         f"/memories/{memory.pk}/pin/",
         f"/memories/{memory.pk}/delete/",
-        "/profile/name/",
+        "/profile/",
         "/styles/add/",
         "/preview/budget/",
         f"/history/{memory.history.first().pk}/restore/",
