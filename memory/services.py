@@ -457,15 +457,16 @@ def _rename_once(user: AbstractBaseUser, key: str, new_key: str, actor: Actor) -
 def memory_restore(*, user: AbstractBaseUser, history_id: int, actor: Actor) -> MemoryWrite:
     """Bring a memory back to the state a history row recorded.
 
-    For a change that is the state it produced; for a deletion, the state it removed.
+    For a change that is the state it produced; for a deletion, the state it removed. A
+    memory renamed since is restored under its key now, not beside it under the old one.
     """
-    entry = MemoryHistory.objects.filter(user=user, pk=history_id).first()
+    entry = MemoryHistory.objects.filter(user=user, pk=history_id).select_related("memory").first()
     if entry is None:
         raise NotFound(f"No history entry {history_id}.", field="history_id")
     state = entry.after if entry.after is not None else entry.before
     return _write(
         user=user,
-        key=entry.key,
+        key=entry.memory.key if entry.memory is not None else entry.key,
         fields={name: state[name] for name in ("value", "source", "confidence", "tags", "pinned")},
         actor=actor,
         action=HistoryAction.RESTORE,

@@ -814,10 +814,11 @@ def _history_context(
             row.new_key = (row.after or {}).get("key", row.key)
         state = row.after if row.after is not None else row.before
         state = {name: value for name, value in (state or {}).items() if name != "key"}
-        # memory_restore writes the state back under the row's key: a version from before
-        # a rename would come back as a second memory under the old key, so it is not
-        # offered here.
-        row.restorable = state != current and row.key == key
+        # memory_restore writes a state back under the memory's key now when the row is of
+        # this memory (from before a rename too); a row of another memory that once had
+        # this key (deleted since) would come back under the old key, so it is not offered.
+        same_memory = memory is not None and row.memory_id == memory.pk
+        row.restorable = state != current and (row.key == key or same_memory)
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
     return {"key": key, "memory": memory, "rows": rows, "back_url": _tab_url(tab)}

@@ -19,6 +19,7 @@ from memory.services import (
     entry_create,
     memory_delete,
     memory_rename,
+    memory_restore,
     memory_set,
     memory_update,
     memory_upsert,
@@ -533,3 +534,16 @@ def test_list_proposals_shows_an_agent_its_own(call_tool, alice, you, alice_toke
     assert [(p["id"], p["status"]) for p in listed.json()["results"]] == [(mine.pk, "rejected")]
     assert listed.json()["results"][0]["decided_at"] is not None
     assert pending.json()["results"] == []
+
+
+def test_restoring_a_state_from_before_a_rename_restores_the_renamed_memory(alice, you):
+    first = entry_create(user=alice, kind="fact", value="Tea at four", actor=you)
+    memory_update(user=alice, key=first.memory.key, value="Tea at five", actor=you)
+    memory_rename(user=alice, key=first.memory.key, new_key="task:tea", actor=you)
+
+    write = memory_restore(user=alice, history_id=first.history.pk, actor=you)
+
+    assert list(Memory.objects.filter(user=alice).values_list("key", "value")) == [
+        ("task:tea", "Tea at four")
+    ]
+    assert write.memory.pk == first.memory.pk

@@ -545,9 +545,9 @@ def test_changing_the_kind_renames_the_entry_and_keeps_its_history(as_alice, ali
     assert page.count('class="timeline-item') == 3
     assert "Renamed from <code>fact:oat-milk</code> to <code>preference:oat-milk</code>" in page
     assert '<span class="new">Oat milk in flat whites</span>' in page  # the create, before
-    # Restoring a version from before the rename would bring back fact:oat-milk beside it.
+    # A version from before the rename is restored under the key the memory has now.
     create = MemoryHistory.objects.get(user=alice, action="create")
-    assert f'action="/history/{create.pk}/restore/"' not in page
+    assert f'action="/history/{create.pk}/restore/"' in page
     update = MemoryHistory.objects.get(user=alice, action="update")
     assert f'action="/history/{update.pk}/restore/"' not in page  # it is the current state
     # The old key's history row leads to the same timeline.
@@ -562,6 +562,10 @@ def test_changing_the_kind_renames_the_entry_and_keeps_its_history(as_alice, ali
     assert response.status_code == 302
     assert flashes(response) == ["Now a decision: “Prefers oat milk in flat whites”."]
     assert Memory.objects.get(user=alice).key == "decision:oat-milk"
+    as_alice.post(f"/history/{create.pk}/restore/")
+    assert list(Memory.objects.filter(user=alice).values_list("key", "value")) == [
+        ("decision:oat-milk", "Oat milk in flat whites")
+    ]
 
 
 def test_a_kind_whose_key_is_taken_changes_nothing_and_keeps_the_text(as_alice, alice):
