@@ -101,26 +101,39 @@ def find_near_duplicate(*, user: AbstractBaseUser, key: str, value: str) -> Near
 
 
 def _normalized(text: str) -> str:
-    """Lower case, one space between words, no closing full stop: as _look's SQL does."""
-    return " ".join(text.lower().split()).strip(" .!")
+    """Lower case, one space between words, no closing full stop or exclamation mark."""
+    return " ".join(text.lower().split()).rstrip(" .!")
+
+
+# Up to this many closing full stops, exclamation marks and spaces after a stored text's
+# last word: stored texts have no space around them (memory/services.py strips them).
+_TRAILING = 3
 
 
 def _look(user: AbstractBaseUser, kind: str, key: str, value: str) -> tuple[bool, int | None, bool]:
-    """In one statement: whether the user has `key`, the id of an entry of the kind with the
-    same text, and whether the user has any other entry of the kind."""
+    """In one statement: whether the user has `key`, else the id of an entry of the kind
+    with the same text (as _normalized, with the stored text's own spacing), and whether
+    the user has any other entry of the kind. A write to an existing key reads no more.
+    The length test keeps lower() off nearly every row (a regular expression over 1,000
+    rows cost 10 ms a write)."""
     table = connection.ops.quote_name(Memory._meta.db_table)
     same_kind = f"FROM {table} WHERE user_id = %(user)s AND key LIKE %(prefix)s AND key <> %(key)s"
     sql = (
-        f"SELECT EXISTS (SELECT FROM {table} WHERE user_id = %(user)s AND key = %(key)s), "  # noqa: S608 - the model's table
-        f"(SELECT id {same_kind} AND btrim(lower(regexp_replace(value, '\\s+', ' ', 'g')), "
-        "' .!') = %(normalized)s ORDER BY id LIMIT 1), "
-        f"EXISTS (SELECT {same_kind})"
+        f"SELECT has_key, CASE WHEN has_key THEN NULL ELSE (SELECT id {same_kind} "  # noqa: S608 - the model's table
+        "AND length(value) BETWEEN %(shortest)s AND %(longest)s "
+        "AND rtrim(lower(value), ' .!') = %(normalized)s ORDER BY id LIMIT 1) END, "
+        f"NOT has_key AND EXISTS (SELECT {same_kind}) "
+        f"FROM (SELECT EXISTS (SELECT FROM {table} WHERE user_id = %(user)s AND key = %(key)s)"
+        " AS has_key) AS mine"
     )
+    normalized = _normalized(value)
     params = {
         "user": user.pk,
         "key": key,
         "prefix": f"{kind}:%",
-        "normalized": _normalized(value),
+        "normalized": normalized,
+        "shortest": len(normalized),
+        "longest": len(normalized) + _TRAILING,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -54,7 +54,7 @@ def test_an_agent_write_is_four_statements(call_tool, alice, alice_token, existi
     token_lookup, duplicate_check, lock, write = statements
     assert "profiles_agenttoken" in token_lookup
     assert "profiles_profile" in token_lookup
-    assert "regexp_replace" in duplicate_check
+    assert "has_key" in duplicate_check
     assert "FOR UPDATE" in lock
     assert "memory_paused" in lock
     assert "review_agent_memories" in lock
