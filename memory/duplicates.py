@@ -84,8 +84,8 @@ def find_near_duplicate(*, user: AbstractBaseUser, key: str, value: str) -> Near
     if not settings.MNEMO_MERGE_NEAR_DUPLICATES:
         return None
     kind = key.partition(":")[0]
-    has_key, same_text, has_kind = _look(user, kind, key, value)
-    if has_key or not has_kind:
+    has_key, same_text, may_be_near = _look(user, kind, key, value)
+    if has_key or not may_be_near:
         return None
     if same_text is not None:
         return NearMatch(Memory.objects.get(pk=same_text), 1.0, adds_something=False)
@@ -111,20 +111,28 @@ _TRAILING = 3
 
 
 def _look(user: AbstractBaseUser, kind: str, key: str, value: str) -> tuple[bool, int | None, bool]:
-    """In one statement: whether the user has `key`, else the id of an entry of the kind
-    with the same text (as _normalized, with the stored text's own spacing), and whether
-    the user has any other entry of the kind. A write to an existing key reads no more.
-    The length test keeps lower() off nearly every row (a regular expression over 1,000
-    rows cost 10 ms a write)."""
+    """In one statement, with no embedding: whether the user has `key`; else the id of an
+    entry of the kind with the same text (as _normalized, with the stored text's own
+    spacing); and whether any entry of the kind holds at least half of the new text's words
+    (is_near's second condition, read from the stored search vector, whose words include
+    the key's and tags': a necessary condition). Only then is the text embedded, so most
+    new entries cost no embedding. The length test keeps lower() off nearly every row (a
+    regular expression over 1,000 rows cost 10 ms a write)."""
     table = connection.ops.quote_name(Memory._meta.db_table)
     same_kind = f"FROM {table} WHERE user_id = %(user)s AND key LIKE %(prefix)s AND key <> %(key)s"
     sql = (
         f"SELECT has_key, CASE WHEN has_key THEN NULL ELSE (SELECT id {same_kind} "  # noqa: S608 - the model's table
         "AND length(value) BETWEEN %(shortest)s AND %(longest)s "
         "AND rtrim(lower(value), ' .!') = %(normalized)s ORDER BY id LIMIT 1) END, "
-        f"NOT has_key AND EXISTS (SELECT {same_kind}) "
+        f"NOT has_key AND EXISTS (SELECT {same_kind} AND search_vector @@ new.any_word "
+        "AND (SELECT count(*) FROM unnest(new.words) AS word "
+        "WHERE word = ANY (tsvector_to_array(search_vector))) >= %(share)s * new.count) "
         f"FROM (SELECT EXISTS (SELECT FROM {table} WHERE user_id = %(user)s AND key = %(key)s)"
-        " AS has_key) AS mine"
+        " AS has_key) AS mine, "
+        "(SELECT words, cardinality(words) AS count, (SELECT string_agg(quote_literal(word), "
+        "' | ') FROM unnest(words) AS word)::tsquery AS any_word FROM (SELECT "
+        + _WORDS.format("%(value)s")
+        + " AS words) AS parsed) AS new"
     )
     normalized = _normalized(value)
     params = {
@@ -134,6 +142,8 @@ def _look(user: AbstractBaseUser, kind: str, key: str, value: str) -> tuple[bool
         "normalized": normalized,
         "shortest": len(normalized),
         "longest": len(normalized) + _TRAILING,
+        "value": value,
+        "share": MIN_SHARED_WORDS,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -547,3 +547,21 @@ def test_restoring_a_state_from_before_a_rename_restores_the_renamed_memory(alic
         ("task:tea", "Tea at four")
     ]
     assert write.memory.pk == first.memory.pk
+
+
+def test_a_new_entry_sharing_few_words_with_its_kind_costs_no_embedding(alice, agent, monkeypatch):
+    from memory import duplicates
+
+    embedded = []
+    real = duplicates._embed_query
+    monkeypatch.setattr(
+        duplicates, "_embed_query", lambda text: embedded.append(text) or real(text)
+    )
+    memory_upsert(user=alice, key="fact:city", value="Lives in Lisbon near the river", actor=agent)
+
+    memory_upsert(
+        user=alice, key="fact:pets", value="Has two cats called Miso and Tofu", actor=agent
+    )
+    assert embedded == []
+    memory_upsert(user=alice, key="fact:home", value="Lives in Lisbon, Portugal", actor=agent)
+    assert embedded == ["Lives in Lisbon, Portugal"]
