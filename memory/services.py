@@ -159,17 +159,7 @@ def _propose_merge(
     with transaction.atomic():
         memory, _ = _locked(user, match.memory.key, actor)
         if memory is None:  # deleted meanwhile: then the proposal is to add it
-            after = _new_snapshot(fields)
-            return _propose(
-                user,
-                key,
-                actor,
-                ProposalAction.CREATE,
-                ProposalTrigger.NEW_MEMORY,
-                before=None,
-                after=after,
-                reason=reason,
-            )
+            return _propose_new(user, key, fields, actor, reason)
         before = memory.snapshot()
         after = {**before, **_snapshot_fields(fields)}
         return _propose(
@@ -592,17 +582,24 @@ def _review_gate(
             reason=reason,
         )
     if memory is None and create and review_new:
-        return _propose(
-            user,
-            key,
-            actor,
-            ProposalAction.CREATE,
-            ProposalTrigger.NEW_MEMORY,
-            before=None,
-            after=_new_snapshot(fields),
-            reason=reason,
-        )
+        return _propose_new(user, key, fields, actor, reason)
     return None
+
+
+def _propose_new(
+    user: AbstractBaseUser, key: str, fields: dict[str, Any], actor: Actor, reason: str
+) -> MemoryProposal:
+    """Propose adding a memory with these fields."""
+    return _propose(
+        user,
+        key,
+        actor,
+        ProposalAction.CREATE,
+        ProposalTrigger.NEW_MEMORY,
+        before=None,
+        after=_new_snapshot(fields),
+        reason=reason,
+    )
 
 
 SNAPSHOT_FIELDS = ("value", "source", "confidence", "tags", "pinned")

@@ -7,8 +7,10 @@ form POST (redirect with a message, or the full page with errors and status 400)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -23,7 +25,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from lib.errors import InvalidInput
 from lib.pages import render_page
 from profiles.forms import AgentForm, MemoryPauseForm, ReviewSettingForm, SignupForm, TokenForm
-from profiles.models import Agent, AgentToken
+from profiles.models import Agent, AgentToken, Profile
 from profiles.services import (
     agent_get_or_create,
     profile_for_user,
@@ -178,23 +180,44 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 
 
 def _review_setting_save(request: HttpRequest) -> HttpResponse:
-    form = ReviewSettingForm(request.POST)
+    return _save_switch(
+        request,
+        ReviewSettingForm(request.POST),
+        partial="review-setting",
+        name="review",
+        save=lambda on: profile_update(user=request.user, review_agent_memories=on),
+        field="review_agent_memories",
+        messages_by_value=(
+            "Saved. Agents' new memories now apply at once, shown as noted by the agent.",
+            "Saved. Agents' new memories now wait for your review in the inbox.",
+        ),
+    )
+
+
+def _save_switch(
+    request: HttpRequest,
+    form: forms.Form,
+    *,
+    partial: str,
+    name: str,
+    save: Callable[[bool], Profile],
+    field: str,
+    messages_by_value: tuple[str, str],
+) -> HttpResponse:
+    """Save one on/off setting of the Settings page: the partial with a message (htmx),
+    else a redirect; a bad form shows `<name>_error`."""
     if not form.is_valid():
         if request.htmx:
-            context = {"profile": profile_for_user(request.user), "review_error": True}
-            return render_page(request, SETTINGS_TEMPLATE, context, partial="review-setting")
-        context = _settings_context(request, review_error=True)
+            context = {"profile": profile_for_user(request.user), f"{name}_error": True}
+            return render_page(request, SETTINGS_TEMPLATE, context, partial=partial)
+        context = _settings_context(request, **{f"{name}_error": True})
         return render_page(request, SETTINGS_TEMPLATE, context, status=400)
-    review = form.cleaned_data["review_agent_memories"]
-    profile = profile_update(user=request.user, review_agent_memories=review)
-    message = (
-        "Saved. Agents' new memories now wait for your review in the inbox."
-        if review
-        else "Saved. Agents' new memories now apply at once, shown as noted by the agent."
-    )
+    on = form.cleaned_data[field]
+    profile = save(on)
+    message = messages_by_value[bool(on)]
     if request.htmx:
-        context = {"profile": profile, "review_message": message}
-        return render_page(request, SETTINGS_TEMPLATE, context, partial="review-setting")
+        context = {"profile": profile, f"{name}_message": message}
+        return render_page(request, SETTINGS_TEMPLATE, context, partial=partial)
     messages.success(request, message)
     return redirect("settings")
 
@@ -202,25 +225,18 @@ def _review_setting_save(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def memory_pause(request: HttpRequest) -> HttpResponse:
-    form = MemoryPauseForm(request.POST)
-    if not form.is_valid():
-        if request.htmx:
-            context = {"profile": profile_for_user(request.user), "pause_error": True}
-            return render_page(request, SETTINGS_TEMPLATE, context, partial="memory-status")
-        context = _settings_context(request, pause_error=True)
-        return render_page(request, SETTINGS_TEMPLATE, context, status=400)
-    paused = form.cleaned_data["paused"]
-    profile = profile_update(user=request.user, memory_paused=paused)
-    message = (
-        "Memory paused. Agents can read your memory but not change it."
-        if paused
-        else "Memory resumed. Agents can change your memory again."
+    return _save_switch(
+        request,
+        MemoryPauseForm(request.POST),
+        partial="memory-status",
+        name="pause",
+        save=lambda paused: profile_update(user=request.user, memory_paused=paused),
+        field="paused",
+        messages_by_value=(
+            "Memory resumed. Agents can change your memory again.",
+            "Memory paused. Agents can read your memory but not change it.",
+        ),
     )
-    if request.htmx:
-        context = {"profile": profile, "pause_message": message}
-        return render_page(request, SETTINGS_TEMPLATE, context, partial="memory-status")
-    messages.success(request, message)
-    return redirect("settings")
 
 
 @require_http_methods(["GET", "POST"])
