@@ -602,10 +602,11 @@ def print_errors(tally: Tally) -> None:
 
 def report_writes(tally: Tally, elapsed: float, cpu: str) -> tuple[float, float]:
     rate, p95 = tally.ok / elapsed, percentile(tally.latencies_ms, 95)
-    created, replaced = tally.statuses[201], tally.statuses[200]
+    created, replaced, waiting = tally.statuses[201], tally.statuses[200], tally.statuses[202]
     print(
         f"  requests   {tally.ok + tally.errors} in {elapsed:.1f} s: "
-        f"{created} created (201), {replaced} replaced (200), {tally.errors} errors"
+        f"{created} created (201), {replaced} replaced (200), {waiting} waiting for "
+        f"review (202: near an entry of their kind), {tally.errors} errors"
     )
     print(
         f"  throughput {rate:7.1f} req/s   target >= {TARGET_WRITE_RPS:.0f} req/s"

@@ -258,9 +258,9 @@ MNEMO_SEARCH_AGE_BAR_DAYS = env_int("MNEMO_SEARCH_AGE_BAR_DAYS", default=365, mi
 MNEMO_SEARCH_OWN_INDEX_ROWS = env_int("MNEMO_SEARCH_OWN_INDEX_ROWS", default=20_000)
 
 # Review inbox (memory/review.py): a proposal nobody decided on expires after this many
-# days (beat sweeps hourly; activity records it). An agent's new entry whose passage vector
-# is this similar to an entry of the same kind is near it (memory/duplicates.py); unset:
-# the threshold calibrated for the embedding model (bench/duplicates.py).
+# days (beat sweeps hourly; activity records it). An agent's new entry whose WordLlama vector
+# is this similar to an entry of the same kind holding half its words is near it
+# (memory/duplicates.py); unset: the calibrated 0.66 (bench/duplicates.py).
 # Off: agents' new entries are not compared with existing ones (a deployment that ingests
 # transcripts or datasets whose restatements must each be kept; bench/retrieval.py).
 MNEMO_MERGE_NEAR_DUPLICATES = env_bool("MNEMO_MERGE_NEAR_DUPLICATES", default=True)

@@ -650,6 +650,15 @@ def get_embedder(role: str = "memories") -> Embedder:
         return _cached_embedder(provider)
 
 
+def get_text_comparer() -> Embedder:
+    """The process's WordLlama, whatever embeds the rows: it compares a few short texts on
+    the spot, offline, with no thread pool, in about a millisecond (memory/duplicates.py).
+    A network provider or e5's OpenMP team on the write path cost agent writes their
+    throughput (bench/README.md, issue 14)."""
+    with _lock:
+        return _cached_embedder("wordllama")
+
+
 def get_query_embedder(role: str = "memories") -> Embedder:
     """The process's embedder for search queries over this role's rows (see
     build_query_embedder); call its embed_query."""
