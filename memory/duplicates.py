@@ -64,7 +64,7 @@ class Candidate:
     words: int  # words of the new text
 
 
-def threshold() -> float:
+def near_threshold() -> float:
     """The similarity that makes two texts near."""
     override = settings.MNEMO_DUPLICATE_THRESHOLD
     return CALIBRATED_THRESHOLD if override is None else override
@@ -94,7 +94,7 @@ def find_near_duplicate(*, user: AbstractBaseUser, key: str, value: str) -> Near
     near = [
         (similarity, candidate)
         for similarity, candidate in zip(similarities, candidates, strict=True)
-        if is_near(similarity, candidate.new_words, candidate.words, threshold())
+        if is_near(similarity, candidate.new_words, candidate.words, near_threshold())
     ]
     if not near:
         return None

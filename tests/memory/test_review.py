@@ -11,7 +11,7 @@ from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused
 from memory import review
-from memory.duplicates import is_near, threshold
+from memory.duplicates import is_near, near_threshold
 from memory.models import Memory, MemoryHistory, MemoryProposal, ProposalStatus
 from memory.services import (
     DuplicateMemory,
@@ -25,8 +25,6 @@ from memory.services import (
     memory_upsert,
 )
 from profiles.services import profile_update
-from search.embeddings import get_embedder
-from search.indexing import embed_rows
 from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
@@ -296,10 +294,6 @@ def test_proposals_expire_after_their_time_recorded_in_activity(alice, you, agen
 # ---------------------------------------------------------------- near-duplicates
 
 
-def _embedded(alice):
-    embed_rows(Memory.objects.filter(user=alice), get_embedder())
-
-
 def test_the_same_text_in_other_words_case_is_a_duplicate(alice, agent):
     memory_upsert(user=alice, key="preference:bullets", value="Prefers bullet points", actor=agent)
 
@@ -319,7 +313,6 @@ def test_a_near_entry_that_adds_nothing_is_a_duplicate(alice, agent):
         value="Prefers bullet points in written reports",
         actor=agent,
     )
-    _embedded(alice)
 
     with pytest.raises(DuplicateMemory) as duplicate:
         memory_upsert(
@@ -330,7 +323,7 @@ def test_a_near_entry_that_adds_nothing_is_a_duplicate(alice, agent):
         )
 
     assert duplicate.value.existing.key == "preference:bullets"
-    assert threshold() <= duplicate.value.similarity < 1.0
+    assert near_threshold() <= duplicate.value.similarity < 1.0
     assert Memory.objects.filter(user=alice).count() == 1
 
 
@@ -338,7 +331,6 @@ def test_a_near_entry_that_adds_something_is_a_proposal_and_can_be_kept_apart(al
     memory_upsert(
         user=alice, key="preference:bullets", value="Prefers bullet points in reports", actor=agent
     )
-    _embedded(alice)
 
     with pytest.raises(ReviewRequired) as waiting:
         memory_upsert(
@@ -366,7 +358,6 @@ def test_a_different_entry_of_the_kind_is_added(alice, agent):
     memory_upsert(
         user=alice, key="preference:bullets", value="Prefers bullet points in reports", actor=agent
     )
-    _embedded(alice)
 
     write = memory_upsert(
         user=alice, key="preference:prose", value="Prefers prose paragraphs in reports", actor=agent
