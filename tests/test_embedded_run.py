@@ -292,9 +292,12 @@ def test_the_rate_limit_holds_across_the_web_processes(stack):
 def test_a_killed_worker_comes_back_and_its_work_is_done(stack, token):
     worker = stack.pid("worker")
     os.kill(worker, signal.SIGKILL)
+    topics = ["tea", "trains", "jazz", "sailing", "chess", "ramen", "hiking", "poetry", "maps"]
+    # Texts that share no words, so none is merged into another as a near-duplicate.
+    values = [f"{topics[n % 9]}{n}" for n in range(20)]
     statuses = [
-        call_tool(stack.base, token, "create_memory", {"key": f"fact:w{n}", "value": f"w {n}"})[0]
-        for n in range(20)
+        call_tool(stack.base, token, "create_memory", {"key": f"fact:w{n}", "value": value})[0]
+        for n, value in enumerate(values)
     ]
     assert statuses == [201] * 20  # the web server never noticed
     wait_for(

@@ -174,16 +174,17 @@ def test_get_memory_missing_is_404(call_tool, alice_token):
 
 
 def _seed_for_listing(call_tool, token):
+    # Different texts: entries of one kind that say nearly the same would be merged.
     rows = [
-        ("fact:a", ["x"], None),
-        ("fact:b", [], None),
-        ("preference:c", ["x"], None),
-        ("tone_slack", [], None),
-        ("timezone", [], None),
-        ("fact:d", [], "document"),
+        ("fact:a", ["x"], None, "Drinks green tea"),
+        ("fact:b", [], None, "Commutes by bicycle"),
+        ("preference:c", ["x"], None, "Short answers"),
+        ("tone_slack", [], None, "casual"),
+        ("timezone", [], None, "Europe/Paris"),
+        ("fact:d", [], "document", "Owns a sailing boat"),
     ]
-    for key, tags, source in rows:
-        body = {"key": key, "value": "Europe/Paris" if key == "timezone" else f"value {key}"}
+    for key, tags, source, value in rows:
+        body = {"key": key, "value": value}
         body["tags"] = tags
         if source:
             body["source"] = source
@@ -534,7 +535,8 @@ def test_working_memory_budget_default_comes_from_the_profile(client, alice, ali
     assert working_memory(client, alice_token, "?format=json&budget=8000").json()["budget"] == 8000
 
 
-def test_working_memory_reports_what_was_left_out(client, call_tool, alice_token):
+def test_working_memory_reports_what_was_left_out(client, call_tool, alice_token, settings):
+    settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # twelve variations of one text
     for n in range(12):
         value = f"entry {n} " + "with a long explanation of a habit " * 12
         call_tool(alice_token, "create_memory", {"key": f"fact:n{n:02d}", "value": value.strip()})

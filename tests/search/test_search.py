@@ -185,9 +185,10 @@ def test_a_question_matches_on_any_of_its_words(corpus):
     assert home.ranks.keyword_rank == 1
 
 
-def test_fresher_and_more_used_memories_rank_higher(alice, alice_agent, monkeypatch):
-    # Equally good matches (the same words, the same vector), so the nudges decide. Not the
-    # same text: an agent's second entry saying exactly the first would not be added.
+def test_fresher_and_more_used_memories_rank_higher(alice, alice_agent, monkeypatch, settings):
+    # Equally good matches (the same words, the same vector), so the nudges decide; an
+    # agent's second entry saying what the first says is merged unless that is off.
+    settings.MNEMO_MERGE_NEAR_DUPLICATES = False
     notes = {"fact:first": "flat white coffee", "fact:second": "coffee, flat white"}
     for key, value in notes.items():  # an agent's notes, which fade with age
         memory_upsert(user=alice, key=key, value=value, actor=Actor.for_agent(alice_agent))
