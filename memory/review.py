@@ -21,6 +21,7 @@ from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent, EventType
 from lib.errors import Conflict, Forbidden, NotFound, ServiceError
 from memory.models import (
+    Memory,
     MemoryHistory,
     MemoryProposal,
     ProposalAction,
@@ -165,6 +166,15 @@ def _apply(
             return memory_delete(user=user, key=proposal.key, actor=actor)
         except NotFound:
             return None  # gone already: what it asked for is done
+    if (
+        proposal.action == ProposalAction.CREATE
+        and Memory.objects.filter(user=user, key=proposal.key).exists()
+    ):
+        # Added meanwhile (by the user, say): accepting must not replace it unseen.
+        raise Conflict(
+            f"You have '{proposal.key}' now; edit it instead, or reject this proposal.",
+            field="id",
+        )
     after: dict[str, Any] = proposal.after
     edited = value is not UNSET and value.strip() != after["value"]
     text = value if value is not UNSET else after["value"]

@@ -562,3 +562,17 @@ def test_a_new_entry_sharing_few_words_with_its_kind_is_not_compared_by_meaning(
         memory_upsert(user=alice, key="fact:home", value="Lives in Lisbon, Portugal", actor=agent)
     assert embedded == ["Lives in Lisbon, Portugal"]
     assert waiting.value.proposal.key == "fact:city"
+
+
+def test_accepting_a_new_memory_never_replaces_one_added_meanwhile(alice, you, agent):
+    profile_update(user=alice, review_agent_memories=True)
+    with pytest.raises(ReviewRequired) as waiting:
+        memory_upsert(user=alice, key="fact:tea", value="green tea", actor=agent)
+    memory_upsert(user=alice, key="fact:tea", value="oolong", actor=you)
+
+    with pytest.raises(Conflict, match="You have 'fact:tea' now"):
+        review.proposal_accept(user=alice, proposal_id=waiting.value.proposal.pk, actor=you)
+
+    memory = Memory.objects.get(user=alice, key="fact:tea")
+    assert (memory.value, memory.source) == ("oolong", "user_stated")
+    assert MemoryProposal.objects.get().status == "pending_review"
