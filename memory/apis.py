@@ -343,12 +343,6 @@ def _pending_review(proposal: MemoryProposal, **extra: Any) -> Response:
     return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
-def _applied(write: services.MemoryWrite) -> str:
-    if write.created:
-        return "created"
-    return "updated" if write.changed else "unchanged"
-
-
 class ListMemoriesSerializer(ToolInput):
     kind = serializers.ChoiceField(
         choices=selectors.KINDS, required=False, help_text="Only this kind of memory."
@@ -527,7 +521,7 @@ class MemoryCreateApi(ToolApi):
             }
             return Response(body)
         body = {
-            "status": _applied(write),
+            "status": write.status,
             "created": write.created,
             "memory": memory_body(write.memory),
         }
@@ -571,7 +565,7 @@ def _update(request: Request, actor: Actor, data: dict[str, Any]) -> Response:
     except services.ReviewRequired as waiting:
         current = Memory.objects.get(user=request.user, key=waiting.proposal.key)
         return _pending_review(waiting.proposal, memory=memory_body(current))
-    return Response({"status": _applied(write), "memory": memory_body(write.memory)})
+    return Response({"status": write.status, "memory": memory_body(write.memory)})
 
 
 class MemoryDeleteApi(ToolApi):

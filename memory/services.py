@@ -72,6 +72,13 @@ class MemoryWrite:
     def changed(self) -> bool:
         return self.history is not None
 
+    @property
+    def status(self) -> str:
+        """ "created", "updated" or "unchanged", as the API and memory_set report it."""
+        if self.created:
+            return "created"
+        return "updated" if self.changed else "unchanged"
+
 
 class ReviewRequired(ServiceError):
     """An agent's write did not apply: it waits in the user's review inbox as `proposal`
@@ -314,7 +321,7 @@ def memory_set(
     if current is not None and current.value == value:
         return "unchanged", None
     write = memory_upsert(user=user, key=key, value=value, actor=actor)
-    return ("created" if write.created else "updated"), write
+    return write.status, write
 
 
 def derive_slug(text: str) -> str:
