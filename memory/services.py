@@ -713,11 +713,11 @@ def _lock_sql() -> tuple[str, list[str], int]:
     fields = [f for f in Memory._meta.concrete_fields if f.name not in SEARCH_COLUMNS]
     columns = ", ".join(_quote(field.column) for field in fields)
     profile = _quote(Profile._meta.db_table)
+    # The user's profile row is read once for both flags (a user without one has neither).
     sql = (
-        "SELECT guard.paused, guard.review, memory.* FROM (SELECT %(guarded)s AND EXISTS "  # noqa: S608 - names from the models
-        f"(SELECT FROM {profile} WHERE user_id = %(user)s AND memory_paused) AS paused, "
-        f"%(guarded)s AND EXISTS (SELECT FROM {profile} WHERE user_id = %(user)s "
-        "AND review_agent_memories) AS review) AS guard "
+        "SELECT %(guarded)s AND coalesce(profile.memory_paused, false), "  # noqa: S608 - names from the models
+        "%(guarded)s AND coalesce(profile.review_agent_memories, false), memory.* "
+        f"FROM (SELECT) AS one LEFT JOIN {profile} AS profile ON profile.user_id = %(user)s "
         f"LEFT JOIN (SELECT {columns} FROM {_quote(Memory._meta.db_table)}"
         " WHERE user_id = %(user)s AND key = %(key)s FOR UPDATE) AS memory ON true"
     )
