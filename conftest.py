@@ -79,3 +79,31 @@ def call_tool(client):
         )
 
     return call
+
+
+@pytest.fixture
+def llm_server(settings, monkeypatch):
+    """The fake OpenAI-compatible server (tests/fake_openai.py), configured as the LLM.
+
+    Chat answers "NOOP" until a test scripts others (`llm_server.script_chat(...)`)."""
+    from tests.fake_openai import FakeOpenAI
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    with FakeOpenAI() as fake:
+        settings.MNEMO_LLM_BASE_URL = fake.url
+        settings.MNEMO_LLM_MODEL = "gpt-4o-mini"
+        settings.MNEMO_LLM_API_KEY = "test"
+        settings.MNEMO_LLM_TIMEOUT = 2.0
+        settings.MNEMO_LLM_CONNECT_TIMEOUT = 1.0
+        settings.MNEMO_LLM_RETRIES = 0
+        yield fake
+
+
+@pytest.fixture
+def no_llm(settings):
+    """No LLM configured, whatever the environment says."""
+    settings.MNEMO_LLM_BASE_URL = ""
+    settings.MNEMO_LLM_MODEL = ""
+    settings.MNEMO_LLM_API_KEY = ""

@@ -154,3 +154,70 @@ def proposal_decided(
             "history_id": history_id,
         },
     )
+
+
+# --- the assistant loop (learning/, llm/) -------------------------------------------------
+
+
+def turn_reported(
+    *, user: AbstractBaseUser, actor: Actor, turn_id: int, learning: bool, reason: str = ""
+) -> ActivityEvent:
+    """An agent reported a turn; `learning` says whether Mnemo will learn from it."""
+    payload: dict[str, object] = {"turn_id": turn_id, "learning": learning}
+    if reason:
+        payload["reason"] = reason
+    return _record(EventType.TURN_REPORTED, user=user, actor=actor, payload=payload)
+
+
+def turn_processed(*, user: AbstractBaseUser, turn_id: int, outcome: dict) -> ActivityEvent:
+    """What came of a turn: the profile's fate, observations, tokens (learning/pipeline.py)."""
+    return _record(
+        EventType.TURN_PROCESSED,
+        user=user,
+        actor=Actor.system(),
+        payload={"turn_id": turn_id, **outcome},
+    )
+
+
+def consolidation_applied(
+    *,
+    user: AbstractBaseUser,
+    turn_id: int | None,
+    version_id: int,
+    profile_tokens: int,
+    prompt_tokens: int,
+    completion_tokens: int,
+) -> ActivityEvent:
+    return _record(
+        EventType.CONSOLIDATION_APPLIED,
+        user=user,
+        actor=Actor.system(),
+        payload={
+            "turn_id": turn_id,
+            "version_id": version_id,
+            "profile_tokens": profile_tokens,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+        },
+    )
+
+
+def learning_failed(
+    *, user: AbstractBaseUser, event_type: EventType, turn_id: int | None, reason: str, attempt: int
+) -> ActivityEvent:
+    """consolidation_failed or capture_failed: nothing was changed, and why."""
+    return _record(
+        event_type,
+        user=user,
+        actor=Actor.system(),
+        payload={"turn_id": turn_id, "reason": reason, "attempt": attempt},
+    )
+
+
+def llm_budget_reached(*, user: AbstractBaseUser, used: int, budget: int) -> ActivityEvent:
+    return _record(
+        EventType.LLM_BUDGET_REACHED,
+        user=user,
+        actor=Actor.system(),
+        payload={"used": used, "budget": budget},
+    )

@@ -14,7 +14,12 @@ class EventType(models.TextChoices):
     PROPOSAL_ACCEPTED = "proposal_accepted", "Proposal accepted"
     PROPOSAL_REJECTED = "proposal_rejected", "Proposal rejected"
     PROPOSAL_EXPIRED = "proposal_expired", "Proposal expired"
+    TURN_REPORTED = "turn_reported", "Turn reported"
+    TURN_PROCESSED = "turn_processed", "Turn processed"
     CONSOLIDATION_APPLIED = "consolidation_applied", "Consolidation applied"
+    CONSOLIDATION_FAILED = "consolidation_failed", "Consolidation failed"
+    CAPTURE_FAILED = "capture_failed", "Capture failed"
+    LLM_BUDGET_REACHED = "llm_budget_reached", "Daily LLM budget reached"
     HEARTBEAT_OK = "heartbeat_ok", "Heartbeat OK"
 
 

@@ -98,6 +98,8 @@ INSTALLED_APPS = [
     "work",
     "context",
     "search",
+    "llm",
+    "learning",
 ]
 
 MIDDLEWARE = [
@@ -339,6 +341,25 @@ MNEMO_EMBEDDING_TIMEOUT = env_seconds("MNEMO_EMBEDDING_TIMEOUT", default=30.0)
 MNEMO_EMBEDDING_RETRIES = env_int("MNEMO_EMBEDDING_RETRIES", default=3)
 MNEMO_EMBEDDING_BACKOFF = env_seconds("MNEMO_EMBEDDING_BACKOFF", default=0.5)
 MNEMO_EMBEDDING_BACKOFF_MAX = env_seconds("MNEMO_EMBEDDING_BACKOFF_MAX", default=8.0)
+# --- The LLM (llm/client.py): chat completions for the assistant loop -------------------
+# Any OpenAI-compatible server, separate from the embedding provider. The LLM features are
+# on when MNEMO_LLM_MODEL is set and there is a server to ask: MNEMO_LLM_BASE_URL (a local
+# server; its key may be any text) or MNEMO_LLM_API_KEY for api.openai.com. The key falls
+# back to OPENAI_API_KEY. Unset, every LLM feature says it is off (503 llm_not_configured).
+MNEMO_LLM_BASE_URL = env.str("MNEMO_LLM_BASE_URL", default="").strip()
+MNEMO_LLM_MODEL = env.str("MNEMO_LLM_MODEL", default="").strip()
+MNEMO_LLM_API_KEY = env.str("MNEMO_LLM_API_KEY", default="").strip() or OPENAI_API_KEY
+# Each call: at most this long to connect and to answer, and RETRIES more tries after a
+# timeout, a connection error, 429 or 5xx (so at most RETRIES + 1 calls).
+MNEMO_LLM_CONNECT_TIMEOUT = env_seconds("MNEMO_LLM_CONNECT_TIMEOUT", default=5.0)
+MNEMO_LLM_TIMEOUT = env_seconds("MNEMO_LLM_TIMEOUT", default=60.0)
+MNEMO_LLM_RETRIES = env_int("MNEMO_LLM_RETRIES", default=1)
+# The tiktoken encoding that counts the consolidating model's tokens; empty: the one
+# tiktoken names for MNEMO_LLM_MODEL, or MNEMO_TOKENIZER for a model it does not know.
+MNEMO_LLM_TOKENIZER = env.str("MNEMO_LLM_TOKENIZER", default="").strip()
+# The most of a turn (each message, each tool output) sent to the model, in characters.
+MNEMO_LLM_TURN_CHARS = env_int("MNEMO_LLM_TURN_CHARS", default=8000, minimum=500)
+
 # A search embeds its query with one try of at most this long; after a failure, searches in
 # that process skip the vector side (keywords only) for COOLDOWN seconds.
 MNEMO_SEARCH_EMBED_TIMEOUT = env_seconds("MNEMO_SEARCH_EMBED_TIMEOUT", default=2.0)

@@ -22,7 +22,15 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused, NotFound, ServiceError
+from lib.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    LLMNotConfigured,
+    MemoryPaused,
+    NotFound,
+    ServiceError,
+)
 from lib.http_errors import body_too_large_message, error_body
 
 SERVICE_ERROR_STATUS = {
@@ -31,6 +39,7 @@ SERVICE_ERROR_STATUS = {
     MemoryPaused: status.HTTP_409_CONFLICT,
     Conflict: status.HTTP_409_CONFLICT,
     Forbidden: status.HTTP_403_FORBIDDEN,
+    LLMNotConfigured: status.HTTP_503_SERVICE_UNAVAILABLE,
 }
 
 

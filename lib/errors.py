@@ -47,3 +47,17 @@ class VersionConflict(Conflict):
     ) -> None:
         super().__init__(message, field=field)
         self.current_version = current_version
+
+
+class LLMNotConfigured(ServiceError):
+    """An LLM feature was asked for and no model server is configured (503)."""
+
+    code = "llm_not_configured"
+
+    def __init__(self, message: str = "", *, field: str | None = None) -> None:
+        super().__init__(
+            message
+            or "No LLM is configured: set MNEMO_LLM_MODEL and MNEMO_LLM_BASE_URL (a local "
+            "OpenAI-compatible server) or MNEMO_LLM_API_KEY (api.openai.com), then restart.",
+            field=field,
+        )

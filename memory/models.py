@@ -34,6 +34,10 @@ class Memory(EmbeddingFields):
     pinned = models.BooleanField(default=False)
     access_count = models.PositiveIntegerField(default=0)
     last_accessed_at = models.DateTimeField(null=True, blank=True)
+    # The reported turn this came from, when learning captured it (learning/capture.py).
+    turn = models.ForeignKey(
+        "llm.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # The words of the key and the tags (weight A) and of the value (weight D): a tag or
@@ -205,6 +209,10 @@ class MemoryProposal(ActorMixin):
     )
     key = models.CharField(max_length=MAX_KEY_LENGTH)
     action = models.CharField(max_length=8, choices=ProposalAction.choices)
+    # The reported turn this came from, when learning captured it (learning/capture.py).
+    turn = models.ForeignKey(
+        "llm.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     trigger = models.CharField(max_length=16, choices=ProposalTrigger.choices)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)

@@ -7,6 +7,12 @@ AGENT_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 MIN_TOKEN_BUDGET = 500
 MAX_TOKEN_BUDGET = 8000
 DEFAULT_TOKEN_BUDGET = 2000
+# The consolidated profile (learning/profile.py) has a budget of its own, in the same range.
+DEFAULT_PROFILE_BUDGET = 2000
+# LLM tokens a user's features may spend per day (UTC), prompt and completion together.
+MIN_LLM_DAILY_TOKENS = 1000
+MAX_LLM_DAILY_TOKENS = 100_000_000
+DEFAULT_LLM_DAILY_TOKENS = 200_000
 
 
 class Profile(models.Model):
@@ -28,7 +34,17 @@ class Profile(models.Model):
         "Their changes to what the user stated always wait.",
     )
     auto_learn = models.BooleanField(
-        default=False, help_text="Let the assistant consolidate what it learns after a turn."
+        default=False,
+        help_text="Learn from the turns agents report: keep the consolidated profile and "
+        "capture observations. Each agent must be switched on too (Agents page).",
+    )
+    profile_budget = models.PositiveIntegerField(
+        default=DEFAULT_PROFILE_BUDGET,
+        help_text=f"Consolidated profile budget in tokens ({MIN_TOKEN_BUDGET}–{MAX_TOKEN_BUDGET}).",
+    )
+    llm_daily_tokens = models.PositiveIntegerField(
+        default=DEFAULT_LLM_DAILY_TOKENS,
+        help_text="LLM tokens (prompt and completion) this account may use per day (UTC).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -40,6 +56,26 @@ class Profile(models.Model):
                 name="profile_token_budget_range",
                 violation_error_message=(
                     f"Token budget must be between {MIN_TOKEN_BUDGET} and {MAX_TOKEN_BUDGET}."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    profile_budget__gte=MIN_TOKEN_BUDGET, profile_budget__lte=MAX_TOKEN_BUDGET
+                ),
+                name="profile_profile_budget_range",
+                violation_error_message=(
+                    f"Profile budget must be between {MIN_TOKEN_BUDGET} and {MAX_TOKEN_BUDGET}."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    llm_daily_tokens__gte=MIN_LLM_DAILY_TOKENS,
+                    llm_daily_tokens__lte=MAX_LLM_DAILY_TOKENS,
+                ),
+                name="profile_llm_daily_tokens_range",
+                violation_error_message=(
+                    f"The daily LLM budget must be between {MIN_LLM_DAILY_TOKENS:,} and "
+                    f"{MAX_LLM_DAILY_TOKENS:,} tokens."
                 ),
             ),
         ]
@@ -65,6 +101,11 @@ class Agent(models.Model):
         ],
     )
     description = models.CharField(max_length=200, blank=True)
+    learns_from_turns = models.BooleanField(
+        default=False,
+        help_text="Mnemo learns from the turns this agent reports (when the account's "
+        "learning is on too).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

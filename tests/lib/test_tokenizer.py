@@ -8,7 +8,7 @@ import pytest
 from tiktoken_ext import openai_public
 
 from lib import tokenizer
-from lib.tokenizer import ESTIMATE_NAME, encoding_spec, get_token_counter
+from lib.tokenizer import ESTIMATE_NAME, encoding_spec, get_token_counter, token_counter_for
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 CACHE_KEY = hashlib.sha1(CL100K_URL.encode(), usedforsecurity=False).hexdigest()  # tiktoken's
@@ -27,8 +27,10 @@ def offline(monkeypatch, tmp_path):
     cache_dir.mkdir()
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache_dir))
     get_token_counter.cache_clear()
+    token_counter_for.cache_clear()
     yield cache_dir
     get_token_counter.cache_clear()
+    token_counter_for.cache_clear()
 
 
 def test_empty_cache_falls_back_to_the_bundled_cl100k_base(offline, settings, caplog):

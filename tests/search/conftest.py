@@ -27,7 +27,7 @@ from django.db import connection
 from config.celery import app as celery_app
 from lib.stack import valkey_binary
 from search.embeddings import reset_embedder
-from tests.search.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")

@@ -23,8 +23,8 @@ from search import indexing, progress
 from search.embeddings import get_embedder
 from search.indexing import rows_needing_vectors, text_hash
 from search.tasks import embed_pending
+from tests.fake_openai import Reply, stored_vector
 from tests.search.conftest import DOCUMENT, DOCUMENT_PATH, OPENAI_MODEL_ID, use_openai
-from tests.search.fake_openai import Reply, stored_vector
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from search.embeddings import (
     reset_embedder,
     sends_dimensions,
 )
-from tests.search.fake_openai import NATIVE_DIMENSIONS, FakeOpenAI, Reply, fake_vector
+from tests.fake_openai import NATIVE_DIMENSIONS, FakeOpenAI, Reply, fake_vector
 from tests.settings_process import ROOT, load_settings
 
 

@@ -33,8 +33,8 @@ from memory.services import memory_delete, memory_restore, memory_update, memory
 from search import indexing, tasks
 from search.embeddings import get_embedder
 from search.indexing import LEASE_KEY, PENDING_KEY, text_hash
+from tests.fake_openai import stored_vector
 from tests.search.conftest import DOCUMENT, DOCUMENT_PATH, OPENAI_MODEL_ID, use_openai
-from tests.search.fake_openai import stored_vector
 
 pytestmark = pytest.mark.django_db
 

@@ -23,8 +23,8 @@ from search.models import SearchLog
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, QueryVector, reset_query_cooldown
 from search.registry import sources
 from search.services import search_stats
+from tests.fake_openai import Reply
 from tests.search.conftest import use_openai
-from tests.search.fake_openai import Reply
 
 pytestmark = pytest.mark.django_db
 

@@ -24,8 +24,8 @@ from memory.services import memory_upsert
 from search import tasks
 from search.embeddings import get_embedder
 from search.indexing import LEASE_KEY, PENDING_KEY
+from tests.fake_openai import Reply, stored_vector
 from tests.search.conftest import DOCUMENT, DOCUMENT_PATH, OPENAI_MODEL_ID, wait_for
-from tests.search.fake_openai import Reply, stored_vector
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,11 +1,16 @@
-"""A small OpenAI-compatible embeddings server on 127.0.0.1, for tests.
+"""A small OpenAI-compatible server on 127.0.0.1, for tests and benchmarks.
 
-It answers ``POST /v1/embeddings`` with deterministic vectors (``fake_vector``), records
-every request (path, headers, JSON body) and plays a script of replies first: a status
-with headers, a delay, vectors of a forced length, data in shuffled order, floats where
-base64 was asked for, or a raw body. With the script empty it answers normally, except
-that a request with an input containing ``refuse_containing`` gets a 400, as a server
-refuses an input over its model's length.
+Embeddings: it answers ``POST /v1/embeddings`` with deterministic vectors
+(``fake_vector``), records every request (path, headers, JSON body) and plays a script of
+replies first: a status with headers, a delay, vectors of a forced length, data in
+shuffled order, floats where base64 was asked for, or a raw body. With the script empty it
+answers normally, except that a request with an input containing ``refuse_containing``
+gets a 400, as a server refuses an input over its model's length.
+
+Chat: ``POST /v1/chat/completions`` plays its own script (``script_chat``): each
+``ChatReply`` gives the answer's text (or a function of the request that makes it), a
+status, a delay or usage counts. With that script empty it answers ``chat_default``
+(a text, or a function of the request), "NOOP" unless set.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import random
 import struct
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 NATIVE_DIMENSIONS = 1536  # what the server returns when a request has no `dimensions`
+CHAT_PATH = "/v1/chat/completions"
 
 
 def fake_vector(text: str, dimensions: int) -> list[float]:
@@ -55,6 +62,15 @@ class Reply:
 
 
 @dataclass
+class ChatReply:
+    content: str | Callable[[dict[str, Any]], str] = "NOOP"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    usage: dict[str, int] | None = None  # None: counted as words; {} : no usage at all
+
+
+@dataclass
 class Recorded:
     method: str
     path: str
@@ -66,6 +82,8 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.replies: deque[Reply] = deque()
+        self.chat_replies: deque[ChatReply] = deque()
+        self.chat_default: str | Callable[[dict[str, Any]], str] = "NOOP"
         self.refuse_containing: str | None = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -80,6 +98,13 @@ class FakeOpenAI:
 
     def script(self, *replies: Reply) -> None:
         self.replies.extend(replies)
+
+    def script_chat(self, *replies: ChatReply) -> None:
+        self.chat_replies.extend(replies)
+
+    @property
+    def chat_requests(self) -> list[Recorded]:
+        return [recorded for recorded in self.requests if recorded.path == CHAT_PATH]
 
     def start(self) -> FakeOpenAI:
         self._thread.start()
@@ -108,6 +133,13 @@ class FakeOpenAI:
             self.requests.append(recorded)
             return self.replies.popleft() if self.replies else Reply()
 
+    def _next_chat_reply(self, recorded: Recorded) -> ChatReply:
+        with self._lock:
+            self.requests.append(recorded)
+            if self.chat_replies:
+                return self.chat_replies.popleft()
+            return ChatReply(content=self.chat_default)
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
@@ -125,6 +157,9 @@ class FakeOpenAI:
                 recorded = Recorded(
                     "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, payload
                 )
+                if self.path == CHAT_PATH:
+                    self._chat(recorded, fake._next_chat_reply(recorded))
+                    return
                 reply = fake._next_reply(recorded)
                 if reply.delay and fake._stopping.wait(reply.delay):
                     return
@@ -140,6 +175,15 @@ class FakeOpenAI:
                     self._send(200, reply.body, reply.headers)
                 else:
                     self._send(200, embeddings_body(payload, reply), reply.headers)
+
+            def _chat(self, recorded: Recorded, reply: ChatReply) -> None:
+                if reply.delay and fake._stopping.wait(reply.delay):
+                    return
+                if reply.status != 200:
+                    body = {"error": {"message": f"scripted {reply.status}"}}
+                    self._send(reply.status, body, reply.headers)
+                    return
+                self._send(200, chat_body(recorded.json, reply), reply.headers)
 
             def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
                 data = json.dumps(body).encode()
@@ -185,3 +229,32 @@ def embeddings_body(payload: dict[str, Any], reply: Reply) -> dict[str, Any]:
         "model": payload.get("model"),
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
+
+
+def chat_body(payload: Any, reply: ChatReply) -> dict[str, Any]:
+    content = reply.content(payload) if callable(reply.content) else reply.content
+    messages = payload.get("messages", []) if isinstance(payload, dict) else []
+    prompt_words = sum(len(str(message.get("content", "")).split()) for message in messages)
+    body: dict[str, Any] = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": payload.get("model") if isinstance(payload, dict) else None,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    if reply.usage is None:
+        completion = len(content.split())
+        body["usage"] = {
+            "prompt_tokens": prompt_words,
+            "completion_tokens": completion,
+            "total_tokens": prompt_words + completion,
+        }
+    elif reply.usage:
+        body["usage"] = reply.usage
+    return body
