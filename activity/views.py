@@ -58,6 +58,22 @@ class ActivityFilterForm(forms.Form):
         self.fields["agent"].queryset = Agent.objects.filter(user=user).order_by("name")
 
 
+LEARNING_EVENTS = {
+    EventType.TURN_REPORTED,
+    EventType.TURN_PROCESSED,
+    EventType.CONSOLIDATION_APPLIED,
+    EventType.CONSOLIDATION_FAILED,
+    EventType.CAPTURE_FAILED,
+    EventType.LLM_BUDGET_REACHED,
+}
+PROFILE_FATES = {
+    "rewritten": "profile rewritten",
+    "noop": "profile unchanged",
+    "failed": "profile not rewritten",
+    "off": "profile not consolidated",
+}
+
+
 @dataclass(frozen=True)
 class Row:
     """One event ready to show: every string is plain text, escaped by the template."""
@@ -70,6 +86,7 @@ class Row:
     subject: str
     detail: str
     work_id: int | None
+    turn_id: int | None = None  # the turn page the row links to (learning events)
 
 
 def _text(value: object, limit: int = 120) -> str:
@@ -132,6 +149,72 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str, int | None]:
     return "", "", _text(", ".join(parts)), None
 
 
+def _count(value: object) -> int:
+    if isinstance(value, list):
+        return len(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _counted(count: int, singular: str, plural: str = "") -> str:
+    return f"{count:,} {singular if count == 1 else plural or singular + 's'}"
+
+
+def _turn_processed(payload: dict[str, Any], turn: str) -> str:
+    if payload.get("error"):
+        return f"{turn} failed: {_text(payload['error'])}"
+    if payload.get("profile") == "paused" or payload.get("paused"):
+        return f"{turn} processed: memory was paused, nothing was learned"
+    fate = PROFILE_FATES.get(str(payload.get("profile")), "")
+    reason = _text(payload.get("profile_reason"), 100)
+    parts = [f"{fate} ({reason})" if fate and reason and fate != "profile rewritten" else fate]
+    if payload.get("capture_failed"):
+        parts.append("capture failed")
+    parts.append(_counted(_count(payload.get("captured")), "observation") + " captured")
+    if duplicates := _count(payload.get("duplicates")):
+        parts.append(_counted(duplicates, "duplicate"))
+    if proposals := _count(payload.get("proposals")):
+        parts.append(_counted(proposals, "proposal"))
+    tokens = _count(payload.get("prompt_tokens")) + _count(payload.get("completion_tokens"))
+    if tokens:
+        parts.append(_counted(tokens, "token"))
+    return f"{turn} processed: " + ", ".join(part for part in parts if part)
+
+
+def _describe_learning(event: ActivityEvent, who: str) -> tuple[str, int | None]:
+    """(sentence, turn id) for the assistant loop's events; the row links to the turn."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    turn_id = payload.get("turn_id")
+    turn_id = turn_id if isinstance(turn_id, int) and not isinstance(turn_id, bool) else None
+    turn = f"Turn {turn_id}" if turn_id else "A turn"
+    kind = event.event_type
+    if kind == EventType.TURN_REPORTED:
+        by = f" by agent {who}" if event.actor_type == ActorKind.AGENT else ""
+        if payload.get("learning"):
+            return f"{turn} reported{by}: Mnemo learns from it", turn_id
+        reason = _text(payload.get("reason"))
+        return f"{turn} reported{by} — learning off" + (f": {reason}" if reason else ""), turn_id
+    if kind == EventType.TURN_PROCESSED:
+        return _turn_processed(payload, turn), turn_id
+    if kind == EventType.CONSOLIDATION_APPLIED:
+        size = _count(payload.get("profile_tokens"))
+        cost = _count(payload.get("prompt_tokens")) + _count(payload.get("completion_tokens"))
+        after = f" after turn {turn_id}" if turn_id else ""
+        return (
+            f"Profile rewritten{after}: now {_counted(size, 'token')}, "
+            f"{_counted(cost, 'LLM token')} used",
+            turn_id,
+        )
+    if kind in (EventType.CONSOLIDATION_FAILED, EventType.CAPTURE_FAILED):
+        what = "Consolidation" if kind == EventType.CONSOLIDATION_FAILED else "Capture"
+        of = f" for turn {turn_id}" if turn_id else ""
+        attempt = _count(payload.get("attempt"))
+        tried = f" (attempt {attempt})" if attempt else ""
+        reason = _text(payload.get("reason")) or "no reason given"
+        return f"{what} failed{of}{tried}: {reason}", turn_id
+    used, budget = _count(payload.get("used")), _count(payload.get("budget"))
+    return f"Daily LLM budget reached: {used:,} of {budget:,} tokens", turn_id
+
+
 def _who(event: ActivityEvent, user: Any) -> tuple[str, str]:
     if event.actor_type == ActorKind.AGENT:
         return (event.actor_agent.name if event.actor_agent else "a deleted agent"), "agent"
@@ -143,9 +226,12 @@ def _who(event: ActivityEvent, user: Any) -> tuple[str, str]:
 
 
 def _row(event: ActivityEvent, user: Any) -> Row:
-    verb, subject, detail, work_id = _describe(event)
     who, who_kind = _who(event, user)
     label = event.get_event_type_display()
+    if event.event_type in LEARNING_EVENTS:
+        sentence, turn_id = _describe_learning(event, who)
+        return Row(event, label, who, who_kind, sentence, "", "", None, turn_id)
+    verb, subject, detail, work_id = _describe(event)
     return Row(event, label, who, who_kind, verb, subject, detail, work_id)
 
 

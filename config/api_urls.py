@@ -7,6 +7,7 @@ from lib.tool_manifest import ToolManifestApi, UnknownToolApi
 urlpatterns = [
     path("", include("memory.api_urls")),
     path("", include("context.api_urls")),
+    path("", include("learning.api_urls")),
     path("tools", ToolManifestApi.as_view(), name="tool_manifest"),
     path("tools/<str:name>", UnknownToolApi.as_view(), name="unknown_tool"),
 ]

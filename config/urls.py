@@ -22,12 +22,13 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", swagger_ui, name="api_docs"),
     re_path(r"^api/", api_not_found),
-    # Pages: the Context page (memory), its Documents tab and search, activity, work, agents,
-    # account.
+    # Pages: the Context page (memory), its Documents tab and search, activity, work, the
+    # reported turns, agents, account.
     path("", include("memory.urls")),
     path("activity/", include("activity.urls")),
     path("work/", include("work.urls")),
     path("documents/", include("context.urls")),
+    path("turns/", include("learning.urls")),
     path("search/", search_page, name="search"),
     path("", include("profiles.urls")),
 ]

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
     from activity.actors import Actor
+    from llm.models import Turn
     from profiles.models import Agent
 
 MAX_BODY_BYTES = 1_048_576
@@ -76,6 +77,7 @@ def document_write(
     actor: Actor,
     base_version: int | None = None,
     create_only: bool = False,
+    turn: Turn | None = None,
 ) -> Document:
     """Create the document, or replace its whole body.
 
@@ -83,6 +85,8 @@ def document_write(
     when it read the document): a document that changed since then, or was deleted, is not
     overwritten (_check_base_version). With create_only, an existing document is a
     VersionConflict too (atomic, unlike checking first). Either way nothing is written.
+    turn is the reported turn this write came from (the consolidated profile's rewrite),
+    kept on the version so the page can open it.
     """
     scope = _scope(user, agent)
     path = _writable_path(user, agent, path)
@@ -103,7 +107,7 @@ def document_write(
         if not created:
             document.body = content
             document.save(update_fields=["body", "updated_at"])
-        _record(document, action=VersionAction.WRITE, actor=actor, new=created)
+        _record(document, action=VersionAction.WRITE, actor=actor, new=created, turn=turn)
     return document
 
 
@@ -458,7 +462,7 @@ def _clean_content(content: object) -> str:
 
 
 def _record(
-    document: Document, *, action: VersionAction, actor: Actor, new: bool
+    document: Document, *, action: VersionAction, actor: Actor, new: bool, turn: Turn | None = None
 ) -> DocumentVersion:
     _rechunk(document, new=new)
     version = DocumentVersion.objects.create(
@@ -468,6 +472,7 @@ def _record(
         path=document.path,
         action=action,
         body=document.body,
+        turn=turn,
         **actor.as_fields(),
     )
     document.written_version = version

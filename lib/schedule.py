@@ -16,6 +16,13 @@ BEAT_SCHEDULE = {
         "schedule": 600.0,
         "options": {"expires": 600.0},
     },
+    # Reported turns whose task was lost or whose worker died are sent again
+    # (learning/tasks.py); the pipeline claims each turn, so a turn is processed once.
+    "pending-turns": {
+        "task": "learning.tasks.process_pending_turns",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     # Proposals in the review inbox nobody decided on expire (memory/tasks.py).
     "expire-proposals": {
         "task": "memory.tasks.expire_proposals",

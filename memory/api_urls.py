@@ -11,6 +11,8 @@ urlpatterns = [
     path("tools/search_memory", apis.SearchMemoryApi.as_view(), name="search_memory"),
     path("tools/promote_memory", apis.PromoteMemoryApi.as_view(), name="promote_memory"),
     path("tools/list_proposals", apis.ListProposalsApi.as_view(), name="list_proposals"),
+    path("tools/memory_store", apis.MemoryStoreApi.as_view(), name="memory_store"),
+    path("tools/memory_list_recent", apis.MemoryListRecentApi.as_view(), name="memory_list_recent"),
     path("working-memory", apis.WorkingMemoryApi.as_view(), name="working_memory"),
     path("profile", settings_api.ProfileGetApi.as_view(), name="profile_api"),
 ]

@@ -40,7 +40,7 @@ from lib.api import (
 from lib.errors import InvalidInput
 from lib.tool_api import ToolApi
 from memory import selectors, services
-from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
+from memory.keys import ENTRY_KINDS, KEY_PATTERN, MAX_KEY_LENGTH
 from memory.models import (
     MAX_REASON_LENGTH,
     MAX_VALUE_LENGTH,
@@ -61,6 +61,7 @@ from memory.working_memory import (
     SECTIONS,
     USER,
     WorkingMemory,
+    build_scratchpad,
     build_working_memory,
     check_as_of,
 )
@@ -428,10 +429,18 @@ class WorkingMemoryQuerySerializer(serializers.Serializer):
             "max_value": f"Budget must be between {MIN_TOKEN_BUDGET} and {MAX_TOKEN_BUDGET}.",
         },
     )
-    format = serializers.ChoiceField(choices=["markdown", "json"], default="markdown")
+    format = serializers.ChoiceField(choices=["markdown", "json", "scratchpad"], default="markdown")
     as_of = serializers.CharField(
         required=False, max_length=64, error_messages={"blank": AS_OF_NOT_A_TIME}
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["format"] == "scratchpad" and "as_of" in attrs:
+            # History keeps no tags, and "recent" as of a past time is not what it lists.
+            raise serializers.ValidationError(
+                {"as_of": "as_of works with format=markdown or json, not scratchpad."}
+            )
+        return attrs
 
     def validate_as_of(self, value: str) -> datetime:
         try:
@@ -673,7 +682,8 @@ class WorkingMemoryApi(APIView):
         "noticed'; under pressure the user's entries are kept before the agents'. Every "
         "value is one line of data: a Markdown opener at its start is escaped and a long "
         "value is shortened to end with '…'. format=markdown (default) returns the block as "
-        "text; format=json adds the counts and each line with who stated it. as_of renders "
+        "text; format=json adds the counts and each line with who stated it; "
+        "format=scratchpad lists the recent memories instead (see format). as_of renders "
         "the block as it was at a past time, from history. The Server-Timing header carries "
         "the render time.",
         parameters=[
@@ -682,7 +692,16 @@ class WorkingMemoryApi(APIView):
                 {"type": "integer", "minimum": MIN_TOKEN_BUDGET, "maximum": MAX_TOKEN_BUDGET},
                 description="Tokens; default: the user's setting.",
             ),
-            OpenApiParameter("format", str, enum=["markdown", "json"], default="markdown"),
+            OpenApiParameter(
+                "format",
+                str,
+                enum=["markdown", "json", "scratchpad"],
+                default="markdown",
+                description="markdown: the block; json: the block with its counts and lines; "
+                "scratchpad: '## Recent Memories' then '- [YYYY-MM-DD] Kind: text (tags)' "
+                "lines, the most recently added or changed entries first (dates in the "
+                "user's time zone), within the same budget and line rules.",
+            ),
             OpenApiParameter(
                 "as_of",
                 OpenApiTypes.DATETIME,
@@ -717,18 +736,30 @@ class WorkingMemoryApi(APIView):
         budget = query.validated_data.get("budget")
         if budget is None:
             budget = request_profile(request).token_budget
+        if query.validated_data["format"] == "scratchpad":
+            pad = build_scratchpad(user=request.user, budget=budget)
+            return _markdown(pad.text, pad.tokens, pad.counter, started)
         block = build_working_memory(
             user=request.user, budget=budget, as_of=query.validated_data.get("as_of")
         )
-        timing = f"render;dur={(time.perf_counter() - started) * 1000:.2f}"
-        if query.validated_data["format"] == "json":
-            response: HttpResponse = Response(working_memory_body(block))
-        else:
-            response = HttpResponse(block.text, content_type="text/markdown; charset=utf-8")
-            response["X-Mnemo-Tokens"] = str(block.tokens)
-            response["X-Mnemo-Token-Counter"] = block.counter
-        response["Server-Timing"] = timing
+        if query.validated_data["format"] != "json":
+            return _markdown(block.text, block.tokens, block.counter, started)
+        response = Response(working_memory_body(block))
+        response["Server-Timing"] = _render_timing(started)
         return response
+
+
+def _markdown(text: str, tokens: int, counter: str, started: float) -> HttpResponse:
+    """A rendered text as text/markdown, with its token count and what counted it."""
+    response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    response["X-Mnemo-Tokens"] = str(tokens)
+    response["X-Mnemo-Token-Counter"] = counter
+    response["Server-Timing"] = _render_timing(started)
+    return response
+
+
+def _render_timing(started: float) -> str:
+    return f"render;dur={(time.perf_counter() - started) * 1000:.2f}"
 
 
 # --- the search tools over memories: search_memory and promote_memory ------------------------
@@ -843,3 +874,168 @@ class ListProposalsApi(ToolApi):
             user=request.user, status=data.get("status"), agent_id=request.auth.agent.pk
         )[: data["limit"]]
         return Response({"results": [proposal_body(proposal) for proposal in proposals]})
+
+
+# --- the agent-memory design's tools: memory_store and memory_list_recent ----------------------
+
+STORE_STATUSES = ["created", "duplicate", "unchanged", "pending_review"]
+MAX_RECENT = 50
+
+
+class MemoryStoreInput(ToolInput):
+    content = TextField(
+        max_length=MAX_VALUE_LENGTH,
+        help_text=f"What to remember, 1–{MAX_VALUE_LENGTH} characters of plain text: one "
+        "self-contained statement. The key is made from its first words.",
+        error_messages={
+            "max_length": f"Longer than {MAX_VALUE_LENGTH} characters; shorten the content."
+        },
+    )
+    category = serializers.ChoiceField(
+        choices=ENTRY_KINDS,
+        help_text="What kind of memory: preference (how the user likes things), decision (a "
+        "choice made), discovery (something found out), pattern (something that recurs), "
+        "task (something to do), bugfix (a problem and its fix), fact (about the user or "
+        "their world), instruction (how the user wants you to work).",
+    )
+    tags = _tags_field()
+
+
+class StoreResultSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=STORE_STATUSES,
+        help_text="created (201): stored under `key`. duplicate: a memory of the category "
+        "already says it; `key` is that one, nothing was added. unchanged: this content is "
+        "stored under `key` already. pending_review (202): it waits for the user as "
+        "`proposal`.",
+    )
+    key = serializers.CharField(
+        help_text="The memory's key: the one written, the one that already says it, or the "
+        "one the proposal would add or change."
+    )
+    memory = MemorySerializer(required=False, help_text="The memory written or found.")
+    proposal = ProposalSerializer(required=False)
+    similarity = serializers.FloatField(
+        required=False, help_text="For a duplicate: how near in meaning (1: the same text)."
+    )
+
+
+class MemoryStoreApi(ToolApi):
+    @extend_schema(
+        operation_id="memory_store",
+        tags=[TOOL_TAG],
+        summary="Store something new, keyed by its content",
+        description="Store a new memory without choosing a key: it is made from the "
+        "content's first words (numbered if taken), and adding never replaces a memory. "
+        "Returns the key (201). If a memory of the category already says it, nothing is "
+        "added and you get its key (200, status duplicate); the same content again is 200, "
+        "status unchanged. If the content adds to a near one, or the user reviews agents' "
+        "new memories, it waits for the user (202, status pending_review, with the "
+        "proposal). Use update_memory to change a memory you know the key of.",
+        request=MemoryStoreInput,
+        responses={
+            201: StoreResultSerializer,
+            200: StoreResultSerializer,
+            202: StoreResultSerializer,
+            **error_responses(400, 401, 403, 409, 413, 429),
+        },
+        examples=[
+            OpenApiExample(
+                "Store a decision",
+                value={
+                    "content": "The team chose PostgreSQL for the event store",
+                    "category": "decision",
+                    "tags": ["database"],
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Stored",
+                value={
+                    "status": "created",
+                    "key": "decision:the-team-chose-postgresql-for-the-event-store",
+                    "memory": {
+                        **ROW_EXAMPLE,
+                        "key": "decision:the-team-chose-postgresql-for-the-event-store",
+                        "kind": "decision",
+                        "value": "The team chose PostgreSQL for the event store",
+                        "tags": ["database"],
+                    },
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.validated(MemoryStoreInput)
+        result = services.memory_store(
+            user=request.user,
+            actor=self.actor(),
+            kind=data["category"],
+            text=data["content"],
+            tags=data.get("tags"),
+        )
+        if result.proposal is not None:
+            return _pending_review(result.proposal, key=result.key)
+        body: dict[str, Any] = {"status": result.status, "key": result.key}
+        if result.memory is not None:
+            body["memory"] = memory_body(result.memory)
+        if result.similarity is not None:
+            body["similarity"] = round(result.similarity, 4)
+        created = result.status == "created"
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class ListRecentInput(ToolInput):
+    limit = WholeNumberField(
+        required=False,
+        min_value=1,
+        max_value=MAX_RECENT,
+        default=10,
+        help_text=f"How many, 1–{MAX_RECENT}; default 10.",
+    )
+
+
+class RecentMemorySerializer(serializers.Serializer):
+    key = serializers.CharField()
+    kind = serializers.CharField(help_text="The entry kind: preference, decision, fact, …")
+    text = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    source = serializers.ChoiceField(choices=Source.choices)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class RecentPageSerializer(serializers.Serializer):
+    results = RecentMemorySerializer(many=True)
+
+
+class MemoryListRecentApi(ToolApi):
+    @extend_schema(
+        operation_id="memory_list_recent",
+        tags=[TOOL_TAG],
+        summary="The most recent memories",
+        description="The user's entries (not the profile or styles), the most recently added "
+        f"or changed first, with their dates. limit 1–{MAX_RECENT}, default 10. Listing "
+        "does not count as a use.",
+        request=ListRecentInput,
+        responses={200: RecentPageSerializer, **error_responses(400, 401, 403, 413, 429)},
+        examples=[OpenApiExample("Last five", value={"limit": 5}, request_only=True)],
+    )
+    def post(self, request: Request) -> Response:
+        limit = self.validated(ListRecentInput)["limit"]
+        memories = selectors.memory_list_recent(user=request.user)[:limit]
+        return Response({"results": [_recent_body(memory) for memory in memories]})
+
+
+def _recent_body(memory: Memory) -> dict[str, Any]:
+    """A memory as RecentMemorySerializer renders it."""
+    return {
+        "key": memory.key,
+        "kind": memory.kind,
+        "text": memory.value,
+        "tags": [str(tag) for tag in memory.tags],
+        "source": str(memory.source),
+        "created_at": _DATETIME.to_representation(memory.created_at),
+        "updated_at": _DATETIME.to_representation(memory.updated_at),
+    }

@@ -183,7 +183,13 @@ def _apply(
             raise Conflict("Only a near-duplicate can be kept beside the entry.", field="id")
         kind, _, slug = proposal.requested_key.partition(":")
         write = entry_create(
-            user=user, kind=kind, slug=slug, value=text, actor=actor, tags=after["tags"]
+            user=user,
+            kind=kind,
+            slug=slug,
+            value=text,
+            actor=actor,
+            tags=after["tags"],
+            turn=proposal.turn,
         )
         return write.history
     users_now = edited or (proposal.before or {}).get("source") == Source.USER_STATED
@@ -195,6 +201,7 @@ def _apply(
         actor=actor,
         tags=after["tags"],
         pinned=after["pinned"],
+        turn=proposal.turn,  # a captured observation keeps its link to the turn
         **({} if users_now else agent_note),
     )
     return write.history

@@ -49,6 +49,13 @@ def memory_list(
     return memories.order_by("key")
 
 
+def memory_list_recent(*, user: AbstractBaseUser) -> QuerySet[Memory]:
+    """The user's entries (not the profile or styles, which the block always shows), the
+    most recently added or changed first: what memory_list_recent and the scratchpad
+    list. Slice it."""
+    return Memory.objects.filter(user=user, key__contains=":").order_by("-updated_at", "-id")
+
+
 def memory_history_for_key(
     *, user: AbstractBaseUser, key: str, memory_id: int | None = None
 ) -> QuerySet[MemoryHistory]:

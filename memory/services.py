@@ -46,6 +46,8 @@ from search.services import RELAXED_CTE, SearchLogRow, relaxed_commit
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
+    from llm.models import Turn
+
 DEFAULT_AGENT_CONFIDENCE = 0.8
 MAX_TAGS = 20
 TAG_PATTERN = r"[a-z0-9][a-z0-9_-]{0,39}"
@@ -117,6 +119,7 @@ def memory_upsert(
     tags: list[str] | None = None,
     pinned: bool | None = None,
     reason: str = "",
+    turn: Turn | None = None,
 ) -> MemoryWrite:
     """Create the memory, or replace its value if the key exists (last write wins).
 
@@ -125,7 +128,8 @@ def memory_upsert(
     raise ReviewRequired with the proposal made instead; a new entry that another of its
     kind already says raises DuplicateMemory, or ReviewRequired with a proposal to update
     that one when it adds something (memory/duplicates.py). `reason` is shown to the user
-    beside a proposal.
+    beside a proposal. `turn`, the reported turn it was learned from, is linked from the
+    row (or from the proposal made instead).
     """
     parsed = parse_key(key)
     fields = memory_clean(
@@ -133,12 +137,21 @@ def memory_upsert(
     )
     if pinned is not None:
         fields["pinned"] = pinned
+    _link_turn(fields, turn)
     reason = _clean_reason(reason)
     if actor.kind != ActorKind.USER and parsed.family == KeyFamily.ENTRY:
         _check_new_entry(user, key, fields, actor, reason)
     return _write(
         user=user, key=key, fields=fields, actor=actor, action=HistoryAction.UPDATE, reason=reason
     )
+
+
+def _link_turn(fields: dict[str, Any], turn: Turn | None) -> None:
+    """Carry the turn a write was learned from in its fields: the row takes it like any
+    other field, a proposal made instead takes it from there. It is not part of the row's
+    snapshot, so history and the review gate never compare it."""
+    if turn is not None:
+        fields["turn"] = turn
 
 
 def _check_new_entry(
@@ -179,6 +192,7 @@ def _propose_merge(
             after=after,
             reason=reason,
             requested_key=key,
+            turn=fields.get("turn"),
         )
 
 
@@ -342,14 +356,12 @@ def entry_create(
     slug: str = "",
     tags: list[str] | None = None,
     pinned: bool = False,
+    turn: Turn | None = None,
 ) -> MemoryWrite:
     """Add a new entry. Its key is `kind:slug`, the slug made from the text when not given
     (with -2, -3… if the user has it already). A typed slug that is taken is a Conflict:
     adding never replaces an entry."""
-    if kind not in ENTRY_KINDS:
-        raise InvalidInput(
-            f"Unknown kind '{kind}'; expected one of {', '.join(ENTRY_KINDS)}.", field="kind"
-        )
+    _check_kind(kind)
     slug = slug.strip().lower() if isinstance(slug, str) else ""
     if slug and not re.fullmatch(SLUG_PATTERN, slug):
         raise InvalidInput(
@@ -364,7 +376,30 @@ def entry_create(
         )
     fields = memory_clean(key=f"{kind}:{base}", value=value, actor=actor, tags=tags or [])
     fields["pinned"] = bool(pinned)
-    for key in _candidate_keys(user, kind, base, derived=not slug):
+    _link_turn(fields, turn)
+    keys = _candidate_keys(user, kind, base, derived=not slug)
+    return _add_entry(user, keys, fields, actor, typed=bool(slug))
+
+
+def _check_kind(kind: object) -> None:
+    if kind not in ENTRY_KINDS:
+        raise InvalidInput(
+            f"Unknown kind '{kind}'; expected one of {', '.join(ENTRY_KINDS)}.", field="kind"
+        )
+
+
+def _add_entry(
+    user: AbstractBaseUser,
+    keys: list[str],
+    fields: dict[str, Any],
+    actor: Actor,
+    *,
+    typed: bool,
+    reason: str = "",
+) -> MemoryWrite:
+    """Write a new entry under the first of `keys` still free: adding never replaces. A
+    typed key that is taken is a Conflict; a derived one moves on to the next number."""
+    for key in keys:
         try:
             return _write(
                 user=user,
@@ -373,22 +408,129 @@ def entry_create(
                 actor=actor,
                 action=HistoryAction.CREATE,
                 only_new=True,
+                reason=reason,
             )
         except Conflict:
-            if slug:
+            if typed:
                 raise
-    raise Conflict(f"Could not find a free key for '{kind}:{base}'.", field="slug")
+    raise Conflict(f"Could not find a free key for '{keys[0]}'.", field="slug")
 
 
-def _candidate_keys(user: AbstractBaseUser, kind: str, base: str, *, derived: bool) -> list[str]:
+# The slug of a text with no a-z or 0-9 to make one from (Chinese, say): numbered notes.
+FALLBACK_SLUG = "note"
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    """What memory_store did.
+
+    `status` is created, duplicate (an entry of the kind says it already: nothing added),
+    unchanged (this text is stored under a key made from it already) or pending_review
+    (`proposal` waits for the user). `key` is the memory written, the one that already says
+    it, or the one the proposal would add or change.
+    """
+
+    status: str
+    key: str
+    memory: Memory | None = None  # written or found; None while the proposal waits
+    proposal: MemoryProposal | None = None
+    similarity: float | None = None  # for a duplicate: how near (1.0: the same text)
+
+
+def memory_store(
+    *,
+    user: AbstractBaseUser,
+    actor: Actor,
+    kind: str,
+    text: str,
+    tags: list[str] | None = None,
+    source: str | None = None,
+    confidence: float | None = None,
+    turn: Turn | None = None,
+    reason: str = "",
+) -> StoreResult:
+    """Note something new, as an agent (or the system) does: the key is made from the text.
+
+    The memory_store tool and learning/capture.py come here. Adding never replaces: the key
+    is `kind:<its first words>`, numbered when the user has that key already. For anyone
+    but the user, a new entry meets memory_upsert's rules: one of its kind that already says
+    it makes this a duplicate, one it adds to gets a proposal to update it instead
+    (memory/duplicates.py), and while the user reviews agents' new memories it waits as a
+    proposal to add it. Refusals (bad text or tags, memory paused) raise ServiceError.
+    """
+    _check_kind(kind)
+    base = derive_slug(text if isinstance(text, str) else "") or FALLBACK_SLUG
+    first = f"{kind}:{base}"
+    fields = memory_clean(
+        key=first, value=text, actor=actor, source=source, confidence=confidence, tags=tags or []
+    )
+    _link_turn(fields, turn)
+    reason = _clean_reason(reason)
+    stored, waiting_note, taken = _notes_under(user, first, fields["value"])
+    # The same note again (an agent's retry, the same words in a later turn) is found
+    # where it was put, whether or not near-duplicates are merged: never a second one.
+    if stored is not None:
+        return StoreResult(status="unchanged", key=stored.key, memory=stored)
+    if waiting_note is not None:
+        return StoreResult(status="pending_review", key=waiting_note.key, proposal=waiting_note)
+    keys = _candidate_keys(user, kind, base, derived=True, taken=taken)
+    try:
+        if actor.kind != ActorKind.USER:
+            _check_new_entry(user, keys[0], fields, actor, reason)
+        write = _add_entry(user, keys, fields, actor, typed=False, reason=reason)
+    except DuplicateMemory as duplicate:
+        existing = duplicate.existing
+        return StoreResult(
+            status="duplicate",
+            key=existing.key,
+            memory=existing,
+            similarity=duplicate.similarity,
+        )
+    except ReviewRequired as waiting:
+        proposal = waiting.proposal
+        return StoreResult(status="pending_review", key=proposal.key, proposal=proposal)
+    return StoreResult(status="created", key=write.memory.key, memory=write.memory)
+
+
+def _notes_under(
+    user: AbstractBaseUser, first: str, value: str
+) -> tuple[Memory | None, MemoryProposal | None, set[str]]:
+    """Under `first` and the numbered keys after it: the memory holding `value`, else the
+    pending proposal to add it; and the keys taken there. A pending proposal to add an
+    entry takes its key too: a second proposal for that key would replace the first."""
+    rows = list(Memory.objects.filter(user=user, key__startswith=first).order_by("pk"))
+    waiting = list(
+        MemoryProposal.objects.filter(
+            user=user,
+            key__startswith=first,
+            action=ProposalAction.CREATE,
+            status=ProposalStatus.PENDING,
+            expires_at__gt=timezone.now(),
+        ).order_by("pk")
+    )
+    stored = next((row for row in rows if row.value == value), None)
+    waiting_note = next((p for p in waiting if (p.after or {}).get("value") == value), None)
+    taken = {row.key for row in rows} | {proposal.key for proposal in waiting}
+    return stored, waiting_note, taken
+
+
+def _candidate_keys(
+    user: AbstractBaseUser,
+    kind: str,
+    base: str,
+    *,
+    derived: bool,
+    taken: set[str] | None = None,
+) -> list[str]:
     """`kind:base`, then for a derived slug the next free numbered ones (a few spare, in
-    case another write takes one first)."""
+    case another write takes one first). `taken`: the keys in use there, if known."""
     first = f"{kind}:{base}"
     if not derived:
         return [first]
-    taken = set(
-        Memory.objects.filter(user=user, key__startswith=first).values_list("key", flat=True)
-    )
+    if taken is None:
+        taken = set(
+            Memory.objects.filter(user=user, key__startswith=first).values_list("key", flat=True)
+        )
     keys: list[str] = []
     number = 1
     while len(keys) < 3:
@@ -587,6 +729,7 @@ def _review_gate(
             before=before,
             after=after,
             reason=reason,
+            turn=fields.get("turn"),
         )
     if memory is None and create and review_new:
         return _propose_new(user, key, fields, actor, reason)
@@ -606,6 +749,7 @@ def _propose_new(
         before=None,
         after=_new_snapshot(fields),
         reason=reason,
+        turn=fields.get("turn"),
     )
 
 
@@ -636,6 +780,7 @@ def _propose(
     after: dict[str, Any] | None,
     reason: str,
     requested_key: str = "",
+    turn: Turn | None = None,
 ) -> MemoryProposal:
     """Put the write in the user's review inbox, inside the caller's transaction.
 
@@ -667,6 +812,7 @@ def _propose(
         after=after,
         requested_key=requested_key,
         reason=reason,
+        turn=turn,
         expires_at=now + timedelta(days=settings.MNEMO_PROPOSAL_TTL_DAYS),
         **actor.as_fields(),
     )

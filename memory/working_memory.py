@@ -14,6 +14,9 @@ no line longer than MNEMO_WORKING_MEMORY_LINE_CHARS (a value shortened to fit en
 
 With `as_of`, the block is the one the rows made at that time, rebuilt from history
 (memory.selectors.memory_states_as_of).
+
+`build_scratchpad` lists the entries as recent memories instead, newest first
+(`?format=scratchpad`), under the same rules: the budget, whole lines, values as data.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.db import connection
@@ -35,7 +39,7 @@ from lib.errors import InvalidInput
 from lib.tokenizer import TokenCounter, get_token_counter
 from memory.keys import PROFILE_KEYS
 from memory.models import Memory, Source
-from memory.selectors import memory_states_as_of
+from memory.selectors import memory_list_recent, memory_states_as_of
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from profiles.services import profile_for_user
 
@@ -517,3 +521,113 @@ def _memoized_counts(counter: TokenCounter) -> _Counts:
         line=functools.lru_cache(maxsize=4096)(counter.count),
         block=functools.lru_cache(maxsize=64)(counter.count),
     )
+
+
+# --- the scratchpad: the recent memories as one list ----------------------------------------
+
+SCRATCHPAD_HEADER = "## Recent Memories"
+# The fewest tokens a scratchpad line can take ("- [2025-06-03] Task: x" and its line
+# break): no more rows than the budget could show are read.
+_MIN_LINE_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Scratchpad:
+    text: str
+    tokens: int
+    budget: int
+    included: list[str]  # keys, newest first
+    left_out: int  # older entries that did not fit
+    counter: str
+
+
+def build_scratchpad(*, user: AbstractBaseUser, budget: int | None = None) -> Scratchpad:
+    """The user's entries as `## Recent Memories` and one line each, the most recently
+    added or changed first: `- [YYYY-MM-DD] Kind: text (tags)`, the date the user's
+    (their `timezone` memory, else UTC).
+
+    The block's rules: within `budget` tokens (default: the profile's) by the same counter,
+    never a line cut to fit it, each value one line of data (`_as_data`) and each line at
+    most MNEMO_WORKING_MEMORY_LINE_CHARS (a long value ends with "…"). It keeps the newest
+    lines that fit, in order, and says how many older ones were left out.
+    """
+    budget = _check_budget(profile_for_user(user).token_budget if budget is None else budget)
+    counter = get_token_counter()
+    counts = _memoized_counts(counter)
+    most = budget // _MIN_LINE_TOKENS
+    recent = memory_list_recent(user=user)
+    rows = list(recent.values_list("key", "value", "tags", "updated_at")[:most])
+    total = recent.count() if len(rows) == most else len(rows)
+    zone = _user_zone(user)
+    limit = settings.MNEMO_WORKING_MEMORY_LINE_CHARS
+    lines: list[tuple[str, str]] = []  # (key, line)
+    for key, value, tags, updated_at in rows:
+        data = _as_data(value)
+        if data:
+            lines.append((key, _scratchpad_line(key, data, tags, updated_at, zone, limit)))
+    total -= len(rows) - len(lines)  # nothing left to show of those: not "left out"
+    chosen = _fit_recent(lines, total, budget, counts)
+    text = _render_recent([line for _, line in lines[:chosen]], total - chosen)
+    return Scratchpad(
+        text=text,
+        tokens=counts.block(text) if text else 0,
+        budget=budget,
+        included=[key for key, _ in lines[:chosen]],
+        left_out=total - chosen,
+        counter=counter.name,
+    )
+
+
+def _user_zone(user: AbstractBaseUser) -> ZoneInfo:
+    name = Memory.objects.filter(user=user, key="timezone").values_list("value", flat=True).first()
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def _scratchpad_line(
+    key: str, value: str, tags: list[str], updated_at: datetime, zone: ZoneInfo, limit: int
+) -> str:
+    """`- [YYYY-MM-DD] Kind: value (tags)` in at most `limit` characters: tags beyond a
+    third of it are left out ("…"), then the value is shortened to fit."""
+    prefix = f"- [{updated_at.astimezone(zone):%Y-%m-%d}] {key.partition(':')[0].capitalize()}: "
+    shown: list[str] = []
+    for tag in tags:
+        if len(", ".join([*shown, tag])) + 3 > limit // 3:
+            shown.append(ELLIPSIS)
+            break
+        shown.append(tag)
+    suffix = f" ({', '.join(shown)})" if shown else ""
+    return prefix + _shorten(value, limit - len(prefix) - len(suffix)) + suffix
+
+
+def _fit_recent(lines: list[tuple[str, str]], total: int, budget: int, counts: _Counts) -> int:
+    """How many of the lines, from the newest, fit in the budget with the header (and the
+    "left out" line when some do not)."""
+
+    def fitting(room: int) -> int:
+        used = counts.line(SCRATCHPAD_HEADER) + 1
+        for index, (_, line) in enumerate(lines):
+            used += counts.line(line) + 1
+            if used > room:
+                return index
+        return len(lines)
+
+    chosen = fitting(budget)
+    if chosen < total:
+        chosen = fitting(budget - counts.line(_left_out_line(total)) - 2)
+    # Tokens can merge across line breaks: count the whole text, as the block does.
+    while chosen:
+        shown = [line for _, line in lines[:chosen]]
+        if counts.block(_render_recent(shown, total - chosen)) <= budget:
+            break
+        chosen -= 1
+    return chosen
+
+
+def _render_recent(lines: list[str], left_out: int) -> str:
+    blocks = ["\n".join([SCRATCHPAD_HEADER, *lines])] if lines else []
+    if left_out:
+        blocks.append(_left_out_line(left_out))
+    return "\n\n".join(blocks) + "\n" if blocks else ""

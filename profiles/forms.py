@@ -5,7 +5,15 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
-from profiles.models import Agent, AgentToken
+from profiles.models import (
+    MAX_LLM_DAILY_TOKENS,
+    MAX_TOKEN_BUDGET,
+    MIN_LLM_DAILY_TOKENS,
+    MIN_TOKEN_BUDGET,
+    Agent,
+    AgentToken,
+)
+from profiles.services import RANGE_MESSAGES
 
 
 class AgentForm(forms.Form):
@@ -44,6 +52,40 @@ class ReviewSettingForm(forms.Form):
     setting = forms.ChoiceField(choices=[("review", "review")], widget=forms.HiddenInput)
     review_agent_memories = forms.BooleanField(
         label="Agents' new memories wait for my review", required=False
+    )
+
+
+def _range_errors(field: str, low: int, high: int) -> dict[str, str]:
+    message = RANGE_MESSAGES[field].format(low=low, high=high)
+    return {"min_value": message, "max_value": message, "invalid": message, "required": message}
+
+
+class LearningSettingsForm(forms.Form):
+    """The Settings page's "Learning from turns": the switch and the two budgets. Every field
+    is required (an unchecked box is off), so a stray POST never resets a budget."""
+
+    auto_learn = forms.BooleanField(label="Learn from the turns my agents report", required=False)
+    profile_budget = forms.IntegerField(
+        label="Profile budget (tokens)",
+        min_value=MIN_TOKEN_BUDGET,
+        max_value=MAX_TOKEN_BUDGET,
+        error_messages=_range_errors("profile_budget", MIN_TOKEN_BUDGET, MAX_TOKEN_BUDGET),
+    )
+    llm_daily_tokens = forms.IntegerField(
+        label="Daily LLM budget (tokens)",
+        min_value=MIN_LLM_DAILY_TOKENS,
+        max_value=MAX_LLM_DAILY_TOKENS,
+        error_messages=_range_errors(
+            "llm_daily_tokens", MIN_LLM_DAILY_TOKENS, MAX_LLM_DAILY_TOKENS
+        ),
+    )
+
+
+class AgentLearningForm(forms.Form):
+    """An agent's "Learns from turns" switch: 1 on, 0 off; anything else is refused."""
+
+    learns_from_turns = forms.TypedChoiceField(
+        choices=[("1", "On"), ("0", "Off")], coerce=lambda value: value == "1"
     )
 
 

@@ -15,7 +15,9 @@ from django.utils import timezone
 from activity.actors import Actor, ActorKind
 from lib.errors import InvalidInput, MemoryPaused
 from profiles.models import (
+    MAX_LLM_DAILY_TOKENS,
     MAX_TOKEN_BUDGET,
+    MIN_LLM_DAILY_TOKENS,
     MIN_TOKEN_BUDGET,
     Agent,
     AgentToken,
@@ -51,7 +53,13 @@ def profile_update(
     memory_paused: bool | None = None,
     auto_learn: bool | None = None,
     review_agent_memories: bool | None = None,
+    profile_budget: int | None = None,
+    llm_daily_tokens: int | None = None,
 ) -> Profile:
+    """Change the given settings of the user's profile; InvalidInput (naming the field) for
+    a number out of its range, and then nothing is changed."""
+    _check_range("profile_budget", profile_budget, MIN_TOKEN_BUDGET, MAX_TOKEN_BUDGET)
+    _check_range("llm_daily_tokens", llm_daily_tokens, MIN_LLM_DAILY_TOKENS, MAX_LLM_DAILY_TOKENS)
     with transaction.atomic():
         profile_for_user(user)
         profile = Profile.objects.select_for_update().get(user=user)
@@ -68,8 +76,31 @@ def profile_update(
             profile.auto_learn = auto_learn
         if review_agent_memories is not None:
             profile.review_agent_memories = review_agent_memories
+        if profile_budget is not None:
+            profile.profile_budget = profile_budget
+        if llm_daily_tokens is not None:
+            profile.llm_daily_tokens = llm_daily_tokens
         profile.save()
     return profile
+
+
+RANGE_MESSAGES = {
+    "profile_budget": "The profile budget must be between {low:,} and {high:,} tokens.",
+    "llm_daily_tokens": "The daily LLM budget must be between {low:,} and {high:,} tokens.",
+}
+
+
+def _check_range(field: str, value: int | None, low: int, high: int) -> None:
+    if value is not None and not low <= value <= high:
+        raise InvalidInput(RANGE_MESSAGES[field].format(low=low, high=high), field=field)
+
+
+def agent_set_learning(*, agent: Agent, learns_from_turns: bool) -> Agent:
+    """Switch learning from this agent's turns on or off (the account's switch must be on
+    too). Saves the one column, so a concurrent rename or description edit is kept."""
+    Agent.objects.filter(pk=agent.pk).update(learns_from_turns=learns_from_turns)
+    agent.learns_from_turns = learns_from_turns
+    return agent
 
 
 MEMORY_PAUSED_MESSAGE = "Memory is paused by the user; agents cannot change it until resumed."

@@ -1,5 +1,6 @@
-"""The Agents page (agents and their API tokens), the Settings page (pausing memory,
-reviewing agents' new memories, the budget, search stats) and open sign-up.
+"""The Agents page (agents, their API tokens, whether Mnemo learns from each one's turns),
+the Settings page (pausing memory, reviewing agents' new memories, learning from turns, the
+budget, LLM use, search stats) and open sign-up.
 
 Every action works as an htmx request (a 200 partial, errors inline) and as a plain
 form POST (redirect with a message, or the full page with errors and status 400).
@@ -24,10 +25,19 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from lib.errors import InvalidInput
 from lib.pages import render_page
-from profiles.forms import AgentForm, MemoryPauseForm, ReviewSettingForm, SignupForm, TokenForm
+from profiles.forms import (
+    AgentForm,
+    AgentLearningForm,
+    LearningSettingsForm,
+    MemoryPauseForm,
+    ReviewSettingForm,
+    SignupForm,
+    TokenForm,
+)
 from profiles.models import Agent, AgentToken, Profile
 from profiles.services import (
     agent_get_or_create,
+    agent_set_learning,
     profile_for_user,
     profile_update,
     signup_create_user,
@@ -69,6 +79,7 @@ def _page_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         "agent_form": AgentForm(),
         "token_form": None,
         "new_token": None,
+        "auto_learn": profile_for_user(request.user).auto_learn,
     }
     context.update(extra)
     return context
@@ -161,12 +172,90 @@ def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
     return redirect("agents")
 
 
+@login_required
+@require_POST
+def agent_learning(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """The agent's "Learns from turns" switch: its part of the card (htmx), else a redirect."""
+    agent = _get_agent_for_user(request.user, agent_id)
+    form = AgentLearningForm(request.POST)
+    auto_learn = profile_for_user(request.user).auto_learn
+    if not form.is_valid():
+        if request.htmx:
+            context = {"agent": agent, "auto_learn": auto_learn, "learning_error": True}
+            return render_page(request, TEMPLATE, context, partial="agent-learning")
+        context = _page_context(request, learning_error_agent_id=agent.pk)
+        return render_page(request, TEMPLATE, context, status=400)
+    on = form.cleaned_data["learns_from_turns"]
+    agent = agent_set_learning(agent=agent, learns_from_turns=on)
+    if on:
+        message = f"Mnemo now learns from the turns “{agent.name}” reports."
+        if not auto_learn:
+            message += " Switch on learning from turns in Settings too."
+    else:
+        message = f"Mnemo no longer learns from the turns “{agent.name}” reports."
+    if request.htmx:
+        context = {"agent": agent, "auto_learn": auto_learn, "learning_message": message}
+        return render_page(request, TEMPLATE, context, partial="agent-learning")
+    messages.success(request, message)
+    return redirect("agents")
+
+
+def _learning_form(profile: Profile) -> LearningSettingsForm:
+    return LearningSettingsForm(
+        initial={
+            "auto_learn": profile.auto_learn,
+            "profile_budget": profile.profile_budget,
+            "llm_daily_tokens": profile.llm_daily_tokens,
+        }
+    )
+
+
 def _settings_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    profile = profile_for_user(request.user)
     return {
-        "profile": profile_for_user(request.user),
+        "profile": profile,
+        "learning_form": _learning_form(profile),
         "search_stats": search_stats(user=request.user),
         **extra,
     }
+
+
+@login_required
+@require_POST
+def learning_settings(request: HttpRequest) -> HttpResponse:
+    """Save "Learning from turns" (the switch and both budgets) through profile_update; a
+    number out of range keeps everything as it was and says which and why."""
+    form = LearningSettingsForm(request.POST)
+    profile = None
+    if form.is_valid():
+        try:
+            profile = profile_update(
+                user=request.user,
+                auto_learn=form.cleaned_data["auto_learn"],
+                profile_budget=form.cleaned_data["profile_budget"],
+                llm_daily_tokens=form.cleaned_data["llm_daily_tokens"],
+            )
+        except InvalidInput as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+    if profile is None:
+        if request.htmx:
+            context = {"profile": profile_for_user(request.user), "learning_form": form}
+            return render_page(request, SETTINGS_TEMPLATE, context, partial="learning")
+        context = _settings_context(request, learning_form=form)
+        return render_page(request, SETTINGS_TEMPLATE, context, status=400)
+    if profile.auto_learn:
+        message = "Saved. Mnemo learns from the turns of the agents switched on in the Agents page."
+    else:
+        message = "Saved. Learning from turns is off: reported turns are kept, nothing is learned."
+    if request.htmx:
+        context = {
+            "profile": profile,
+            "learning_form": _learning_form(profile),
+            "learning_message": message,
+        }
+        return render_page(request, SETTINGS_TEMPLATE, context, partial="learning")
+    messages.success(request, message)
+    return redirect("settings")
 
 
 @login_required

@@ -24,6 +24,8 @@ MEMORY_TOOLS = [
     "get_memory",
     "list_memories",
     "list_proposals",
+    "memory_list_recent",
+    "memory_store",
     "update_memory",
 ]
 WORKSPACE_TOOLS = [
@@ -47,7 +49,17 @@ def test_schema_validates_without_warnings(tmp_path):
     operations = [op for item in schema["paths"].values() for op in item.values()]
     ids = [op["operationId"] for op in operations]
     assert len(ids) == len(set(ids))
-    assert sorted(ids) == sorted([*TOOLS, "list_tools", "get_working_memory", "get_profile"])
+    assert sorted(ids) == sorted(
+        [
+            *TOOLS,
+            "list_tools",
+            "get_working_memory",
+            "get_profile",
+            "report_turn",
+            "get_turn",
+            "get_profile_memory",
+        ]
+    )
     for path, item in schema["paths"].items():
         if not path.startswith("/api/v1/tools/"):
             continue
@@ -96,6 +108,11 @@ CALLS = {
     "get_memory": ({"key": "fact:seeded"}, {}),
     "list_memories": ({"kind": "fact", "limit": 10}, {"limit": 0}),
     "list_proposals": ({"status": "pending_review", "limit": 10}, {"status": "maybe"}),
+    "memory_store": (
+        {"content": "likes green tea", "category": "preference", "tags": ["drinks"]},
+        {"content": "likes green tea", "category": "opinion"},
+    ),
+    "memory_list_recent": ({"limit": 5}, {"limit": 51}),
     "memory_read": ({"path": "notes/seeded.md"}, {"path": 7}),
     "memory_write": ({"path": "notes/new.md", "content": "# New\n"}, {"path": "notes/new.md"}),
     "memory_append": ({"path": "notes/seeded.md", "content": "more"}, {"content": "more"}),

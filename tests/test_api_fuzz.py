@@ -49,6 +49,7 @@ from schemathesis.checks import (
 from activity.actors import Actor
 from config.wsgi import application
 from context.services import append_agent_memory, document_write
+from learning.profile import PROFILE_PATH, empty_profile
 from memory.services import memory_upsert
 
 SCHEMA_PATH = "/api/schema/"
@@ -152,6 +153,9 @@ def fuzz_as_alice(settings, alice, alice_agent, alice_token, _keep_test_connecti
     for path, content in SEEDED_DOCUMENTS.items():
         document_write(user=alice, path=path, content=content, actor=actor)
     append_agent_memory(agent=alice_agent, content="Ask before booking.", actor=actor)
+    # A consolidated profile, so GET /api/v1/profile-memory answers 200 without an LLM
+    # (with neither, it is a 503 llm_not_configured, tested in tests/learning).
+    document_write(user=alice, path=PROFILE_PATH, content=empty_profile(alice), actor=actor)
     return {"Authorization": f"Bearer {alice_token}"}
 
 
