@@ -181,7 +181,8 @@ def show(label: str, numbers: dict[str, list[float]]) -> bool:
     mnemo = numbers["mnemo"]
     p95 = percentile(mnemo, 95)
     print(f"\n{label}: {len(mnemo)} turns")
-    for name in ("report", "mnemo", "llm"):
+    numbers["total"] = [m + llm for m, llm in zip(mnemo, numbers["llm"], strict=True)]
+    for name in ("report", "mnemo", "llm", "total"):
         values = numbers[name]
         print(
             f"  {name:<7} p50 {percentile(values, 50):7.1f} ms  p95 {percentile(values, 95):7.1f}"

@@ -10,6 +10,7 @@ while MNEMO_GLOBAL_READABLE is on). Writes stay in context/services.py.
 from __future__ import annotations
 
 import datetime
+import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -197,3 +198,49 @@ def version_replaced_id(*, version: DocumentVersion) -> int | None:
         .values_list("pk", flat=True)
         .first()
     )
+
+
+@dataclass(frozen=True)
+class ChangedLine:
+    kind: str  # "same", "added" or "removed"
+    text: str
+
+
+# Unchanged lines shown around a change; the rest fold into one "…" line.
+DIFF_CONTEXT_LINES = 2
+
+
+def version_before(version: DocumentVersion) -> DocumentVersion | None:
+    """The version of the same document (scope and path) just before this one."""
+    return (
+        DocumentVersion.objects.filter(
+            user_id=version.user_id, agent_id=version.agent_id, path=version.path
+        )
+        .filter(
+            Q(created_at__lt=version.created_at)
+            | Q(created_at=version.created_at, id__lt=version.pk)
+        )
+        .order_by(*NEWEST_FIRST)
+        .first()
+    )
+
+
+def version_changes(version: DocumentVersion) -> list[ChangedLine] | None:
+    """What this version changed, line by line, against the one before it (None for the
+    first version or a deletion): changed lines with a little context around them."""
+    previous = version_before(version)
+    if previous is None or version.action == "delete":
+        return None
+    old, new = previous.body.splitlines(), version.body.splitlines()
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    lines: list[ChangedLine] = []
+    for group in matcher.get_grouped_opcodes(DIFF_CONTEXT_LINES):
+        if lines:
+            lines.append(ChangedLine("same", "…"))
+        for tag, old_start, old_end, new_start, new_end in group:
+            if tag == "equal":
+                lines += [ChangedLine("same", text) for text in new[new_start:new_end]]
+                continue
+            lines += [ChangedLine("removed", text) for text in old[old_start:old_end]]
+            lines += [ChangedLine("added", text) for text in new[new_start:new_end]]
+    return lines

@@ -288,6 +288,7 @@ def _version_panel(request: HttpRequest, version: DocumentVersion) -> dict[str, 
         "version": version,
         "document": document,
         "body_html": render_markdown(version.body),
+        "changes": selectors.version_changes(version),
         "restorable": scope.writable and (document is None or document.body != version.body),
     }
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import random
+import socket
 import struct
 import threading
 from collections import deque
@@ -146,6 +147,12 @@ class FakeOpenAI:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             timeout = 5  # idle keep-alive connections end instead of holding a thread
+
+            def setup(self) -> None:
+                super().setup()
+                # The headers and the body go out in two writes; without this, Nagle holds
+                # the body until the client's delayed ACK (~40 ms a request).
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

@@ -557,6 +557,24 @@ def test_history_lists_who_did_what_and_restores_an_older_version(as_alice, alic
     ) == [("write", "first"), ("write", "second"), ("restore", "first")]
 
 
+def test_a_version_shows_what_it_changed_escaped(as_alice, alice):
+    lines = [f"- line {n}" for n in range(10)]
+    write(alice, NOTES, "\n".join(lines))
+    changed = [*lines[:5], "- <b>new</b> line", *lines[6:]]
+    write(alice, NOTES, "\n".join(changed))
+    first, second = DocumentVersion.objects.filter(path=NOTES).order_by("id")
+
+    body = text(as_alice.get(f"/documents/versions/{second.pk}/"))
+
+    assert "What this version changed" in body
+    assert "<del>- - line 5</del>" in body
+    assert "<ins>+ - &lt;b&gt;new&lt;/b&gt; line</ins>" in body
+    assert "- line 3" in body  # context around the change
+    assert "- line 0" not in body.split("What this version changed")[1]  # far lines fold
+    first_page = text(as_alice.get(f"/documents/versions/{first.pk}/"))
+    assert "What this version changed" not in first_page  # nothing before it
+
+
 def test_a_deleted_documents_history_still_opens(as_alice, alice):
     write(alice, NOTES, "gone")
     document_delete(user=alice, path=NOTES, actor=Actor.for_user(alice))
