@@ -7,22 +7,25 @@ from django.http import HttpRequest
 from lib.admin import ReadOnlyAdmin
 from llm.models import LLMCall, Turn
 
+# What a call shows, on its own page and inline on its turn's.
+CALL_FIELDS = (
+    "created_at",
+    "purpose",
+    "model",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+    "outcome",
+    "error",
+)
+
 
 class LLMCallInline(admin.TabularInline):
     model = LLMCall
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = readonly_fields = (
-        "created_at",
-        "purpose",
-        "model",
-        "prompt_tokens",
-        "completion_tokens",
-        "latency_ms",
-        "outcome",
-        "error",
-    )
+    fields = readonly_fields = CALL_FIELDS
     ordering = ("created_at", "id")
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
@@ -76,15 +79,4 @@ class LLMCallAdmin(ReadOnlyAdmin):
     list_select_related = ("user", "turn")
     ordering = ("-created_at", "-id")
     date_hierarchy = "created_at"
-    fields = readonly_fields = (
-        "created_at",
-        "user",
-        "turn",
-        "purpose",
-        "model",
-        "prompt_tokens",
-        "completion_tokens",
-        "latency_ms",
-        "outcome",
-        "error",
-    )
+    fields = readonly_fields = ("user", "turn", *CALL_FIELDS)
