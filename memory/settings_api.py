@@ -37,7 +37,12 @@ class ProfileSerializer(serializers.Serializer):
         "answers 202 pending_review). Agents' changes to what the user stated always wait."
     )
     auto_learn = serializers.BooleanField(
-        help_text="true: the user lets the assistant consolidate what it learns after a turn."
+        help_text="true: the user lets Mnemo learn from reported turns (POST /api/v1/turns): "
+        "consolidate their profile and capture observations."
+    )
+    agent_learns_from_turns = serializers.BooleanField(
+        help_text="true: the user switched learning on for the calling agent too (Agents "
+        "page); Mnemo learns from its turns only when both are true."
     )
     pending_proposals = serializers.IntegerField(
         min_value=0, help_text="How many proposals wait in the user's review inbox."
@@ -64,6 +69,7 @@ class ProfileGetApi(APIView):
                     "memory_paused": False,
                     "review_agent_memories": True,
                     "auto_learn": False,
+                    "agent_learns_from_turns": False,
                     "pending_proposals": 2,
                 },
                 response_only=True,
@@ -78,6 +84,7 @@ class ProfileGetApi(APIView):
                 "memory_paused": profile.memory_paused,
                 "review_agent_memories": profile.review_agent_memories,
                 "auto_learn": profile.auto_learn,
+                "agent_learns_from_turns": request.auth.agent.learns_from_turns,
                 "pending_proposals": pending_proposal_count(user=request.user),
             }
         )

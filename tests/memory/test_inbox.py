@@ -21,7 +21,7 @@ from memory.models import Memory, MemoryHistory, MemoryProposal
 from memory.review_views import Part, word_diff
 from memory.services import memory_upsert
 from profiles.models import Profile
-from profiles.services import profile_update
+from profiles.services import agent_set_learning, profile_update
 
 pytestmark = pytest.mark.django_db
 
@@ -533,7 +533,7 @@ def test_the_setting_makes_new_agent_memories_wait(as_alice, alice, alice_token,
 # ---------------------------------------------------------------- the profile API
 
 
-def test_the_profile_api_reads_the_settings(client, alice, alice_token, call_tool):
+def test_the_profile_api_reads_the_settings(client, alice, alice_agent, alice_token, call_tool):
     stated(alice)
     propose_update(call_tool, alice_token)
     profile_update(user=alice, token_budget=1500, review_agent_memories=True)
@@ -547,8 +547,11 @@ def test_the_profile_api_reads_the_settings(client, alice, alice_token, call_too
         "memory_paused": False,
         "review_agent_memories": True,
         "auto_learn": False,
+        "agent_learns_from_turns": False,
         "pending_proposals": 1,
     }
+    agent_set_learning(agent=alice_agent, learns_from_turns=True)
+    assert client.get("/api/v1/profile", headers=headers).json()["agent_learns_from_turns"]
 
 
 def test_the_profile_api_cannot_change_anything(client, alice, alice_token):
