@@ -21,6 +21,10 @@ class EventType(models.TextChoices):
     CAPTURE_FAILED = "capture_failed", "Capture failed"
     LLM_BUDGET_REACHED = "llm_budget_reached", "Daily LLM budget reached"
     HEARTBEAT_OK = "heartbeat_ok", "Heartbeat OK"
+    HEARTBEAT_FINDING = "heartbeat_finding", "Heartbeat finding"
+    HEARTBEAT_FAILED = "heartbeat_failed", "Heartbeat failed"
+    WORK_UPDATED = "work_updated", "Work updated"
+    BOOTSTRAP_COMPLETED = "bootstrap_completed", "Bootstrap completed"
 
 
 class AppendOnlyError(Exception):

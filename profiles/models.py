@@ -46,6 +46,20 @@ class Profile(models.Model):
         default=DEFAULT_LLM_DAILY_TOKENS,
         help_text="LLM tokens (prompt and completion) this account may use per day (UTC).",
     )
+    heartbeat_enabled = models.BooleanField(
+        default=False,
+        help_text="Run the HEARTBEAT.md checklist on a schedule (learning/heartbeat.py).",
+    )
+    notify_webhook_url = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="Where a heartbeat finding is POSTed, signed with the webhook secret.",
+    )
+    webhook_secret = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Signs webhook POSTs (HMAC-SHA256); made when the URL is first set.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -7,7 +7,7 @@ class WorkKind(models.TextChoices):
     REPORT = "report", "Report"
     DRAFT = "draft", "Draft"
     SUMMARY = "summary", "Summary"
-    FINDING = "finding", "Heartbeat finding"
+    HEARTBEAT = "heartbeat", "Heartbeat finding"
     OTHER = "other", "Other"
 
 
