@@ -221,3 +221,60 @@ def llm_budget_reached(*, user: AbstractBaseUser, used: int, budget: int) -> Act
         actor=Actor.system(),
         payload={"used": used, "budget": budget},
     )
+
+
+# --- the workspace: heartbeat, work, bootstrap ------------------------------------------------
+
+
+def heartbeat_ok(*, user: AbstractBaseUser, run_id: int) -> ActivityEvent:
+    """The heartbeat checklist ran and the model answered exactly HEARTBEAT_OK."""
+    return _record(
+        EventType.HEARTBEAT_OK, user=user, actor=Actor.system(), payload={"run_id": run_id}
+    )
+
+
+def heartbeat_finding(
+    *, user: AbstractBaseUser, run_id: int, work_id: int, title: str
+) -> ActivityEvent:
+    """The heartbeat found something: a Work item of kind heartbeat holds the answer."""
+    return _record(
+        EventType.HEARTBEAT_FINDING,
+        user=user,
+        actor=Actor.system(),
+        payload={"run_id": run_id, "work_id": work_id, "title": title},
+    )
+
+
+def heartbeat_failed(*, user: AbstractBaseUser, run_id: int, reason: str) -> ActivityEvent:
+    """A heartbeat run could not finish (the model failed, the budget is spent…)."""
+    return _record(
+        EventType.HEARTBEAT_FAILED,
+        user=user,
+        actor=Actor.system(),
+        payload={"run_id": run_id, "reason": reason},
+    )
+
+
+def work_updated(
+    *, user: AbstractBaseUser, actor: Actor, work_id: int, title: str, fields: list[str]
+) -> ActivityEvent:
+    """A work item changed; `fields` names what changed (title, body, status, kind, tags)."""
+    return _record(
+        EventType.WORK_UPDATED,
+        user=user,
+        actor=actor,
+        payload={"work_id": work_id, "title": title, "fields": fields},
+    )
+
+
+def bootstrap_completed(
+    *, user: AbstractBaseUser, actor: Actor, version_id: int | None
+) -> ActivityEvent:
+    """An agent finished the first-run ritual: BOOTSTRAP.md was deleted (its last version
+    is `version_id`, so it can be restored)."""
+    return _record(
+        EventType.BOOTSTRAP_COMPLETED,
+        user=user,
+        actor=actor,
+        payload={"version_id": version_id},
+    )
