@@ -133,6 +133,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "memory.context_processors.inbox",
+                "learning.context_processors.heartbeat_findings",
             ],
         },
     },
@@ -359,6 +360,19 @@ MNEMO_LLM_RETRIES = env_int("MNEMO_LLM_RETRIES", default=1)
 MNEMO_LLM_TOKENIZER = env.str("MNEMO_LLM_TOKENIZER", default="").strip()
 # The most of a turn (each message, each tool output) sent to the model, in characters.
 MNEMO_LLM_TURN_CHARS = env_int("MNEMO_LLM_TURN_CHARS", default=8000, minimum=500)
+# The heartbeat (learning/heartbeat.py): each user whose heartbeat is on and whose
+# HEARTBEAT.md is not empty gets one LLM turn with that checklist at most once per INTERVAL
+# seconds (beat looks every minute who is due; a failed run is tried again sooner). A finding
+# is POSTed to the user's webhook in at most ATTEMPTS tries of TIMEOUT seconds each, waiting
+# BACKOFF seconds before the second and twice as long before each next one.
+MNEMO_HEARTBEAT_INTERVAL = env_int("MNEMO_HEARTBEAT_INTERVAL", default=1800, minimum=60)
+MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS = env_int("MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS", default=3, minimum=1)
+if MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS > 10:  # learning.models.MAX_WEBHOOK_ATTEMPTS
+    raise environ.ImproperlyConfigured(
+        f"MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS={MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS} must be at most 10."
+    )
+MNEMO_HEARTBEAT_WEBHOOK_TIMEOUT = env_seconds("MNEMO_HEARTBEAT_WEBHOOK_TIMEOUT", default=5.0)
+MNEMO_HEARTBEAT_WEBHOOK_BACKOFF = env_seconds("MNEMO_HEARTBEAT_WEBHOOK_BACKOFF", default=1.0)
 
 # A search embeds its query with one try of at most this long; after a failure, searches in
 # that process skip the vector side (keywords only) for COOLDOWN seconds.
@@ -432,11 +446,14 @@ SPECTACULAR_SETTINGS = {
         "AgentSourceEnum": ["tp_extracted", "document"],
         "MemoryKindEnum": "memory.selectors.KINDS",
         "TreeEntryKindEnum": ["folder", "file"],
-        "DocumentScopeEnum": "context.apis.SCOPES",
         "ProposalStatusEnum": "memory.models.ProposalStatus",
         "CreateMemoryStatusEnum": "memory.apis.CREATE_STATUSES",
         "UpdateMemoryStatusEnum": "memory.apis.UPDATE_STATUSES",
         "DeleteMemoryStatusEnum": "memory.apis.DELETE_STATUSES",
+        "WorkKindEnum": "work.models.WorkKind",
+        "WorkStatusEnum": "work.models.WorkStatus",
+        "AgentWorkKindEnum": "work.apis.AGENT_KINDS",
+        "UpdateWorkStatusEnum": "work.apis.UPDATE_STATUSES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

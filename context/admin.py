@@ -4,28 +4,29 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
 from activity.actors import Actor
 from activity.admin import AppendOnlyAdmin
-from context.models import Document, DocumentChunk, DocumentVersion
+from context.models import Document, DocumentChunk, DocumentVersion, ScopeGrant, SharedScope
 from context.paths import InvalidPath, normalize_path
 from context.services import document_delete, document_write
 from lib.errors import InvalidInput, NotFound
 from profiles.services import agent_check_owner
 
 SCOPES = {
-    "global": {"user__isnull": True},
+    "global": {"user__isnull": True, "shared_scope__isnull": True},
     "user": {"user__isnull": False, "agent__isnull": True},
     "agent": {"agent__isnull": False},
+    "shared": {"shared_scope__isnull": False},
 }
 
 
 class DocumentForm(forms.ModelForm):
     class Meta:
         model = Document
-        fields = ("user", "agent", "path", "body")
+        fields = ("user", "agent", "shared_scope", "path", "body")
 
     def clean_path(self) -> str:
         try:
@@ -40,6 +41,8 @@ class DocumentForm(forms.ModelForm):
                 agent_check_owner(agent=cleaned.get("agent"), user=cleaned.get("user"))
             except InvalidInput as error:
                 self.add_error(error.field, error.message)
+        if cleaned.get("shared_scope") and (cleaned.get("user") or cleaned.get("agent")):
+            self.add_error("shared_scope", "A shared scope's documents belong to no user or agent.")
         return cleaned
 
 
@@ -60,14 +63,16 @@ class DocumentAdmin(admin.ModelAdmin):
     form = DocumentForm
     list_display = ("path", "scope", "user", "agent", "updated_at")
     list_filter = (ScopeFilter, "updated_at")
-    search_fields = ("path", "user__username", "agent__name")
-    list_select_related = ("user", "agent")
-    autocomplete_fields = ("user", "agent")
+    search_fields = ("path", "user__username", "agent__name", "shared_scope__slug")
+    list_select_related = ("user", "agent", "shared_scope")
+    autocomplete_fields = ("user", "agent", "shared_scope")
     ordering = ("path", "id")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None) -> tuple:
         # A document's scope and path are its identity; moving one is a new document.
-        return () if obj is None else ("user", "agent", "path", "created_at", "updated_at")
+        if obj is None:
+            return ()
+        return ("user", "agent", "shared_scope", "path", "created_at", "updated_at")
 
     def save_model(
         self, request: HttpRequest, obj: Document, form: forms.ModelForm, change: bool
@@ -77,6 +82,7 @@ class DocumentAdmin(admin.ModelAdmin):
         saved = document_write(
             user=obj.user,
             agent=obj.agent,
+            shared_scope=obj.shared_scope,
             path=obj.path,
             content=obj.body,
             actor=Actor.for_user(request.user),
@@ -86,15 +92,23 @@ class DocumentAdmin(admin.ModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Document) -> None:
         document_delete(
-            user=obj.user, agent=obj.agent, path=obj.path, actor=Actor.for_user(request.user)
+            user=obj.user,
+            agent=obj.agent,
+            shared_scope=obj.shared_scope,
+            path=obj.path,
+            actor=Actor.for_user(request.user),
         )
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
         actor = Actor.for_user(request.user)
-        for document in queryset.select_related("user", "agent"):
+        for document in queryset.select_related("user", "agent", "shared_scope"):
             try:
                 document_delete(
-                    user=document.user, agent=document.agent, path=document.path, actor=actor
+                    user=document.user,
+                    agent=document.agent,
+                    shared_scope=document.shared_scope,
+                    path=document.path,
+                    actor=actor,
                 )
             except NotFound:
                 continue  # deleted meanwhile
@@ -111,6 +125,36 @@ class DocumentAdmin(admin.ModelAdmin):
         return obj.scope
 
 
+class ScopeGrantInline(admin.TabularInline):
+    model = ScopeGrant
+    extra = 1
+    autocomplete_fields = ("user",)
+    fields = ("user", "access", "created_at")
+    readonly_fields = ("created_at",)
+
+
+@admin.register(SharedScope)
+class SharedScopeAdmin(admin.ModelAdmin):
+    """Named scopes shared with some users (read or read-write); their agents read them
+    beside the user's own documents. A revoked grant (a deleted row) is gone on the next
+    request. A scope that still holds documents cannot be deleted: delete them first."""
+
+    list_display = ("slug", "description", "grant_count", "created_at")
+    search_fields = ("slug", "description")
+    inlines = (ScopeGrantInline,)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: SharedScope | None = None) -> tuple:
+        # Agents and pages name a scope by its slug; renaming it would move it under them.
+        return ("created_at",) if obj is None else ("slug", "created_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SharedScope]:
+        return super().get_queryset(request).annotate(grant_total=Count("grants"))
+
+    @admin.display(description="grants", ordering="grant_total")
+    def grant_count(self, obj: SharedScope) -> int:
+        return obj.grant_total
+
+
 @admin.register(DocumentVersion)
 class DocumentVersionAdmin(AppendOnlyAdmin):
     """Every change to every document; restore from the Documents page or the services."""
@@ -118,11 +162,13 @@ class DocumentVersionAdmin(AppendOnlyAdmin):
     list_display = ("path", "action", "scope_owner", "actor", "created_at")
     list_filter = ("action", "actor_type", "created_at")
     search_fields = ("path", "user__username", "agent__name")
-    list_select_related = ("user", "agent", "actor_user", "actor_agent")
+    list_select_related = ("user", "agent", "shared_scope", "actor_user", "actor_agent")
     date_hierarchy = "created_at"
 
     @admin.display(description="owner")
     def scope_owner(self, obj: DocumentVersion) -> str:
+        if obj.shared_scope_id is not None:
+            return obj.shared_scope.name
         if obj.user_id is None:
             return "global"
         return f"{obj.user} (agent {obj.agent})" if obj.agent_id else str(obj.user)

@@ -66,7 +66,9 @@ if TYPE_CHECKING:
 
 TOOL_TAG = "workspace tools"
 MAX_TREE_DEPTH = 10
+# The fixed scope names; a shared scope is shared:<slug> (context/workspace.py).
 SCOPES = ["user", "agent", "global"]
+SCOPE_PATTERN = rf"^({'|'.join(SCOPES)}|shared:[a-z0-9][a-z0-9_-]{{0,63}})$"
 PATH_HELP = (
     "A relative path such as notes/ideas.md or daily/2026-11-21.md: no leading '/', no '.' "
     "or '..' segments, no '//', backslashes, control characters or look-alike characters, "
@@ -75,24 +77,41 @@ PATH_HELP = (
     "agents/<your agent name>/AGENT_MEMORY.md."
 )
 SCOPE_HELP = (
-    "user: the user's documents; agent: private to the calling agent; global: the "
-    "company's documents (read-only for agent tokens)."
+    "user: the user's documents; agent: private to the calling agent; shared:<slug>: a "
+    "shared scope (a team's) the user holds a grant to; global: the company's documents "
+    "(read-only for agent tokens)."
+)
+SCOPE_PARAM_HELP = (
+    "Optional: the one scope to work in, as results name it: shared:<slug> (a shared scope "
+    "your user holds a grant to), global, or user for your user's own documents (and your "
+    "private folder). Without it, reads take your user's own document first, then the "
+    "shared scopes' (by slug), then the company's; writes go to your user's own documents. "
+    "Writing in a shared scope needs a read-write grant (403 otherwise); a scope you have "
+    "no grant to is 404, as one that does not exist. Identity files (SOUL.md, USER.md, …) "
+    "and agents' notes are only ever read from your user's own documents."
 )
 PLACES_HELP = (
     " Agent tokens write in the user's documents, or in their private folder "
-    "agents/<agent name>/; company documents are never changed by an agent (writing at "
-    "one's path gives the user their own document there). System tokens work in the "
-    "company documents only."
+    "agents/<agent name>/, or with scope shared:<slug> in a shared scope their user may "
+    "write in; company documents are never changed by an agent (writing at one's path "
+    "gives the user their own document there, as for a shared scope's when scope is not "
+    "named). System tokens work in the company documents only."
 )
 DOCUMENT_ERRORS = {
     403: error_response(
-        "Another agent's private folder; deleting a company (global) document, which agent "
-        "tokens may only read; or a tool that needs an agent token called with a system token.",
+        "Another agent's private folder; changing a company (global) document or one in a "
+        "shared scope your user may only read; or a tool that needs an agent token called "
+        "with a system token.",
         "forbidden",
         "'handbook.md' is a company document: agents can read it but not delete it.",
         "path",
     ),
-    404: error_response("No document at that path.", "not_found", "No document at 'x.md'.", "path"),
+    404: error_response(
+        "No document at that path, or no readable scope of the name given as scope.",
+        "not_found",
+        "No document at 'x.md'.",
+        "path",
+    ),
 }
 
 
@@ -200,8 +219,31 @@ def _leave_nul_to_the_service(field: TextField) -> None:
     ]
 
 
+@extend_schema_field(
+    {"type": "string", "pattern": SCOPE_PATTERN, "maxLength": 71, "description": SCOPE_HELP}
+)
+class ScopeField(TextField):
+    """A scope's name as results give it: user, agent, global or shared:<slug>."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=71, **kwargs)
+
+    def to_internal_value(self, data: object) -> str:
+        value = super().to_internal_value(data)
+        if not re.fullmatch(SCOPE_PATTERN, value):
+            raise serializers.ValidationError(
+                f"A scope is user, agent, global or shared:<slug>; got {value[:71]!r}."
+            )
+        return value
+
+
+def _scope_param() -> ScopeField:
+    return ScopeField(required=False, help_text=SCOPE_PARAM_HELP)
+
+
 class PathInput(ToolInput):
     path = PathField()
+    scope = _scope_param()
 
 
 def _base_version_field() -> WholeNumberField:
@@ -215,16 +257,19 @@ class WriteInput(ToolInput):
         allow_blank=True,
     )
     base_version = _base_version_field()
+    scope = _scope_param()
 
 
 class DeleteInput(ToolInput):
     path = PathField()
     base_version = _base_version_field()
+    scope = _scope_param()
 
 
 class AppendInput(ToolInput):
     path = PathField()
     content = _content_field("Text to add on a new line at the end; the file is created if new.")
+    scope = _scope_param()
 
 
 class TreeInput(ToolInput):
@@ -241,6 +286,7 @@ class TreeInput(ToolInput):
         default=1,
         help_text=f"How many levels to list, 1–{MAX_TREE_DEPTH} (default 1).",
     )
+    scope = _scope_param()
 
 
 class ContentInput(ToolInput):
@@ -253,7 +299,7 @@ class NoInput(ToolInput):
 
 class DocumentSerializer(serializers.Serializer):
     path = serializers.CharField()
-    scope = serializers.ChoiceField(choices=SCOPES, help_text=SCOPE_HELP)
+    scope = ScopeField(help_text=SCOPE_HELP)
     content = serializers.CharField(source="body")
     updated_at = serializers.DateTimeField()
     version_id = serializers.IntegerField(
@@ -269,7 +315,7 @@ class DocumentSerializer(serializers.Serializer):
 
 class WrittenSerializer(serializers.Serializer):
     path = serializers.CharField()
-    scope = serializers.ChoiceField(choices=SCOPES, help_text=SCOPE_HELP)
+    scope = ScopeField(help_text=SCOPE_HELP)
     size = serializers.IntegerField(help_text="Characters in the document now.")
     version_id = serializers.IntegerField(help_text="This change's version; the user can undo it.")
     updated_at = serializers.DateTimeField()
@@ -279,7 +325,7 @@ class TreeEntrySerializer(serializers.Serializer):
     path = serializers.CharField()
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=["folder", "file"])
-    scope = serializers.ChoiceField(choices=SCOPES, help_text=SCOPE_HELP)
+    scope = ScopeField(help_text=SCOPE_HELP)
     size = serializers.IntegerField(allow_null=True, help_text="Characters; null for folders.")
     updated_at = serializers.DateTimeField(allow_null=True)
 
@@ -417,21 +463,27 @@ class DocumentReadApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="Read a document",
         description="The whole document at path. Your user's own document comes first; "
-        "where they have none, a readable company document at that path is returned "
-        "(scope says which). version_id (and the ETag header) name this version: pass it as "
+        "where they have none, the first shared scope granted to your user that has one (by "
+        "slug), then a readable company document (scope says which); name scope to read "
+        "one scope only. version_id (and the ETag header) name this version: pass it as "
         "base_version to memory_write or memory_delete to change only this version.",
         request=PathInput,
         parameters=[ETAG_HEADER],
         responses={200: DocumentSerializer, **document_errors(400, 401, 404, 413, 429)},
         examples=[
             OpenApiExample("Read notes", value={"path": "MEMORY.md"}, request_only=True),
+            OpenApiExample(
+                "Read a team's notes",
+                value={"path": "MEMORY.md", "scope": "shared:team"},
+                request_only=True,
+            ),
             OpenApiExample("Read", value=READ_EXAMPLE, response_only=True),
         ],
     )
     def post(self, request: Request) -> Response:
-        path = self.validated(PathInput)["path"]
+        data = self.validated(PathInput)
         caller = self.caller()
-        document = workspace_read(caller=caller, path=path)
+        document = workspace_read(caller=caller, path=data["path"], scope=data.get("scope"))
         state = selectors.document_state(document_id=document.pk)
         if state is None:  # deleted a moment ago
             raise NotFound(f"No document at '{shown_path(caller, document)}'.", field="path")
@@ -455,7 +507,7 @@ class DocumentWriteApi(WorkspaceToolApi):
         parameters=[IF_MATCH, ETAG_HEADER, CONFLICT_ETAG_HEADER],
         responses={
             200: WriteResultSerializer,
-            **document_errors(400, 401, 403, 413, 429),
+            **document_errors(400, 401, 403, 404, 413, 429),
             409: VERSION_CONFLICT_RESPONSE,
         },
         examples=[
@@ -474,6 +526,11 @@ class DocumentWriteApi(WorkspaceToolApi):
                 request_only=True,
             ),
             OpenApiExample(
+                "Write in a shared scope (read-write grant)",
+                value={"path": "runbook.md", "content": "# Runbook\n", "scope": "shared:team"},
+                request_only=True,
+            ),
+            OpenApiExample(
                 "Written", value={**WRITTEN_EXAMPLE, "replaced_version": 16}, response_only=True
             ),
         ],
@@ -484,7 +541,11 @@ class DocumentWriteApi(WorkspaceToolApi):
         base_version = _base_version(request, data.get("base_version"))
         try:
             document = workspace_write(
-                caller=caller, path=data["path"], content=data["content"], base_version=base_version
+                caller=caller,
+                path=data["path"],
+                content=data["content"],
+                base_version=base_version,
+                scope=data.get("scope"),
             )
         except VersionConflict as conflict:
             return _version_conflict(conflict)
@@ -502,7 +563,10 @@ class DocumentAppendApi(WorkspaceToolApi):
         description="Add content on a new line at the end of the document, creating it if "
         "new. Safe when several agents append at once: no line is lost." + PLACES_HELP,
         request=AppendInput,
-        responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
+        responses={
+            200: WrittenSerializer,
+            **document_errors(400, 401, 403, 404, 409, 413, 429),
+        },
         examples=[
             OpenApiExample(
                 "Append",
@@ -524,7 +588,9 @@ class DocumentTreeApi(WorkspaceToolApi):
         summary="List folders and documents",
         description="What is under path (default: the top level) down to depth levels "
         "(default 1), like `ls`. Folders exist while documents live in them. Your private "
-        "folder agents/<your agent name>/ is listed with the user's documents.",
+        "folder agents/<your agent name>/ is listed with the user's documents, then what the "
+        "scopes granted to your user add (each entry's scope says whose; a path your user "
+        "has is theirs). Name scope to list one scope only.",
         request=TreeInput,
         responses={200: TreeSerializer, **document_errors(400, 401, 404, 413, 429)},
         examples=[
@@ -535,7 +601,9 @@ class DocumentTreeApi(WorkspaceToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(TreeInput)
         folder = normalize_folder(data["path"])
-        entries = workspace_tree(caller=self.caller(), path=folder, depth=data["depth"])
+        entries = workspace_tree(
+            caller=self.caller(), path=folder, depth=data["depth"], scope=data.get("scope")
+        )
         body = {"path": folder, "depth": data["depth"], "entries": entries}
         return Response(TreeSerializer(body).data)
 
@@ -571,7 +639,9 @@ class DocumentDeleteApi(WorkspaceToolApi):
         caller = self.caller()
         base_version = _base_version(request, data.get("base_version"))
         try:
-            version = workspace_delete(caller=caller, path=path, base_version=base_version)
+            version = workspace_delete(
+                caller=caller, path=path, base_version=base_version, scope=data.get("scope")
+            )
         except VersionConflict as conflict:
             return _version_conflict(conflict)
         body = {"deleted": True, "path": shown_path(caller, version), "version_id": version.pk}
@@ -661,11 +731,12 @@ class MemorySearchInput(ToolInput):
         max_length=512,
         help_text="Only documents whose path starts with this, e.g. daily/ or projects/alpha/.",
     )
+    scope = _scope_param()
 
 
 class DocumentHitSerializer(ScorePartsMixin):
     path = serializers.CharField()
-    scope = serializers.ChoiceField(choices=SCOPES)
+    scope = ScopeField(help_text=SCOPE_HELP)
     chunk = serializers.IntegerField(help_text="Which part of the document (0 is the first).")
     snippet = serializers.CharField(help_text="The matching passage; matched words in **bold**.")
 
@@ -682,10 +753,12 @@ class MemorySearchApi(ToolApi):
         tags=[SEARCH_TOOL_TAG],
         summary="Search the documents",
         description="Find passages in documents by words and by meaning: the user's "
-        "documents, your own private notes, and the company's when the operator shares "
-        "them. One result per document, its best passage with the matched words in bold.",
+        "documents, your own private notes, the shared scopes granted to your user, and the "
+        "company's when the operator shares them (each result's scope says whose; name "
+        "scope to search one only). One result per document, its best passage with the "
+        "matched words in bold.",
         request=MemorySearchInput,
-        responses={200: DocumentHitsSerializer, **error_responses(400, 401, 413, 429)},
+        responses={200: DocumentHitsSerializer, **document_errors(400, 401, 404, 413, 429)},
         examples=[
             OpenApiExample(
                 "Find",
@@ -696,6 +769,7 @@ class MemorySearchApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(MemorySearchInput)
+        data["scope"] = data.get("scope")
         if isinstance(request.auth, SystemToken):
             caller = Caller.system()
             hits = search_documents(user=None, **data)

@@ -9,6 +9,71 @@ from activity.actors import ActorMixin
 from context.paths import MAX_PATH_LENGTH, InvalidPath, normalize_path
 from lib.search_fields import EmbeddingFields
 
+SHARED_PREFIX = "shared:"
+
+
+class SharedScope(models.Model):
+    """A named set of documents (a team's, a project's) that users are granted access to.
+
+    Its documents have no user and no agent; who reads and writes them is ScopeGrant's.
+    """
+
+    slug = models.SlugField(
+        max_length=64,
+        unique=True,
+        help_text="The scope's name: agents name it as shared:<slug>, the pages as shared/<slug>.",
+    )
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(slug__regex=r"^[a-z0-9][a-z0-9_-]{0,63}$"), name="sharedscope_slug"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def name(self) -> str:
+        """How results and the `scope` parameter name it: shared:<slug>."""
+        return f"{SHARED_PREFIX}{self.slug}"
+
+
+class GrantAccess(models.TextChoices):
+    READ = "read", "Read"
+    READ_WRITE = "read_write", "Read and write"
+
+
+class ScopeGrant(models.Model):
+    """One user's access to one shared scope; their agents read (and write) with it."""
+
+    scope = models.ForeignKey(SharedScope, on_delete=models.CASCADE, related_name="grants")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scope_grants"
+    )
+    access = models.CharField(max_length=10, choices=GrantAccess.choices, default=GrantAccess.READ)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["scope__slug", "user_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "user"], name="scopegrant_unique_user"),
+            models.CheckConstraint(
+                condition=Q(access__in=GrantAccess.values), name="scopegrant_access"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.scope} ({self.access})"
+
+    @property
+    def writable(self) -> bool:
+        return self.access == GrantAccess.READ_WRITE
+
 
 def validate_document_path(value: str) -> None:
     try:
@@ -21,7 +86,8 @@ class Document(models.Model):
     """Content the assistant can read and search, addressed by a path inside a scope.
 
     Scope: a user's own documents (agent empty), one agent's private notes (agent set),
-    or the global/company scope (user and agent empty).
+    a shared scope (shared_scope set, user and agent empty), or the global/company scope
+    (all three empty).
     """
 
     user = models.ForeignKey(
@@ -40,6 +106,14 @@ class Document(models.Model):
         related_name="private_documents",
         help_text="Set when the document is private to one agent.",
     )
+    shared_scope = models.ForeignKey(
+        SharedScope,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="documents",
+        help_text="Set when the document belongs to a shared scope (then no user or agent).",
+    )
     path = models.CharField(max_length=MAX_PATH_LENGTH, validators=[validate_document_path])
     body = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -53,13 +127,17 @@ class Document(models.Model):
         ordering = ["path"]
         constraints = [
             models.UniqueConstraint(
-                fields=["user", "agent", "path"],
+                fields=["user", "agent", "shared_scope", "path"],
                 name="document_unique_path_per_scope",
                 nulls_distinct=False,
             ),
             models.CheckConstraint(
                 condition=Q(agent__isnull=True) | Q(user__isnull=False),
                 name="document_agent_needs_user",
+            ),
+            models.CheckConstraint(
+                condition=Q(shared_scope__isnull=True) | Q(user__isnull=True),
+                name="document_one_scope_kind",
             ),
             # The database refuses the worst paths even if a caller skipped normalize_path.
             models.CheckConstraint(
@@ -78,11 +156,17 @@ class Document(models.Model):
 
     @property
     def scope(self) -> str:
-        """One of "global", "user" (the user's own) or "agent" (private to one agent)."""
-        return self.scope_of(user_id=self.user_id, agent_id=self.agent_id)
+        """One of "global", "user" (the user's own), "agent" (private to one agent) or
+        "shared:<slug>"."""
+        slug = self.shared_scope.slug if self.shared_scope_id is not None else None
+        return self.scope_of(user_id=self.user_id, agent_id=self.agent_id, shared_slug=slug)
 
     @staticmethod
-    def scope_of(*, user_id: int | None, agent_id: int | None) -> str:
+    def scope_of(
+        *, user_id: int | None, agent_id: int | None, shared_slug: str | None = None
+    ) -> str:
+        if shared_slug is not None:
+            return f"{SHARED_PREFIX}{shared_slug}"
         if user_id is None:
             return "global"
         return "user" if agent_id is None else "agent"
@@ -119,6 +203,9 @@ class DocumentVersion(ActorMixin):
         on_delete=models.CASCADE,
         related_name="document_versions",
     )
+    shared_scope = models.ForeignKey(
+        SharedScope, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     path = models.CharField(max_length=MAX_PATH_LENGTH)
     action = models.CharField(max_length=8, choices=VersionAction.choices)
     body = models.TextField(blank=True)
@@ -131,9 +218,18 @@ class DocumentVersion(ActorMixin):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
-            models.Index(fields=["user", "agent", "path", "-created_at"], name="docversion_path")
+            models.Index(fields=["user", "agent", "path", "-created_at"], name="docversion_path"),
+            models.Index(
+                fields=["shared_scope", "path", "-created_at"],
+                name="docversion_shared_path",
+                condition=Q(shared_scope__isnull=False),
+            ),
         ]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(shared_scope__isnull=True) | Q(user__isnull=True),
+                name="docversion_one_scope_kind",
+            ),
             models.CheckConstraint(
                 condition=Q(action__in=VersionAction.values), name="docversion_action"
             ),
@@ -165,6 +261,9 @@ class DocumentChunk(EmbeddingFields):
     agent = models.ForeignKey(
         "profiles.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
+    shared_scope = models.ForeignKey(
+        SharedScope, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     ordinal = models.PositiveIntegerField()
     text = models.TextField()
     search_vector = models.GeneratedField(
@@ -177,10 +276,19 @@ class DocumentChunk(EmbeddingFields):
         ordering = ["document_id", "ordinal"]
         constraints = [
             models.UniqueConstraint(fields=["document", "ordinal"], name="chunk_unique_ordinal"),
+            models.CheckConstraint(
+                condition=Q(shared_scope__isnull=True) | Q(user__isnull=True),
+                name="chunk_one_scope_kind",
+            ),
         ]
         indexes = [
             GinIndex(fields=["search_vector"], name="chunk_fts"),
             models.Index(fields=["user", "agent", "embedding_model"], name="chunk_scope_embedding"),
+            models.Index(
+                fields=["shared_scope", "embedding_model"],
+                name="chunk_shared_embedding",
+                condition=Q(shared_scope__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -52,18 +52,25 @@ def search_documents(
     path_prefix: str = "",
     agent: Agent | None = None,
     include_global: bool = False,
+    scope: str | None = None,
 ) -> list[DocumentHit]:
     """The best chunk of each best-matching document an agent (or, with user=None, a
-    system token: the global scope only) may read. Logged (for the user's stats)."""
+    system token: the global scope only) may read: its user's own, its private notes and
+    its user's granted scopes, or only the one `scope` names (context/workspace.py).
+    Logged (for the user's stats)."""
     started = time.perf_counter()
     query, limit = check_query(query, limit)
-    scope = readable_scope(
-        user=user, agent=agent, include_global=include_global, path_field="document__path"
+    readable = readable_scope(
+        user=user,
+        agent=agent,
+        include_global=include_global,
+        scope=scope,
+        path_field="document__path",
     )
     if path_prefix:
-        scope &= under_prefix(path_prefix, agent, path_field="document__path")
+        readable &= under_prefix(path_prefix, agent, path_field="document__path")
     vector = query_vectors(query, [DOCUMENT_ROLE])[DOCUMENT_ROLE]
-    hits = _document_hits(scope, query, vector, limit)
+    hits = _document_hits(readable, query, vector, limit)
     search_log(user=user, tool=SearchTool.MEMORY_SEARCH, started=started, results=len(hits))
     return hits
 
@@ -82,10 +89,11 @@ def search_everything(
     include_global: bool = False,
     closest: bool = False,
 ) -> PageResults:
-    """The search box: the user's memories and documents, their agents' private notes
-    included, with one query embedding per model and one log row. Looking is not using:
-    the hits' access counts (which rank the working memory) stay as they are. `closest`
-    shows what was nearest even below the relevance floor (the page's "show the closest")."""
+    """The search box: the user's memories and documents, their agents' private notes and
+    their granted scopes included, with one query embedding per model and one log row.
+    Looking is not using: the hits' access counts (which rank the working memory) stay as
+    they are. `closest` shows what was nearest even below the relevance floor (the page's
+    "show the closest")."""
     started = time.perf_counter()
     query, limit = check_query(query, limit)
     vectors = query_vectors(query, [MEMORY_ROLE, DOCUMENT_ROLE])
@@ -110,7 +118,7 @@ def _document_hits(
     fused, _ = fuse(DocumentChunk.objects.filter(scope), query, vector, closest=closest)
     rows = (
         DocumentChunk.objects.filter(pk__in=list(fused))
-        .select_related("document")
+        .select_related("document", "document__shared_scope")
         .annotate(snippet=headline(query, "text"))
     )
     now = timezone.now()

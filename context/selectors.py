@@ -3,8 +3,11 @@ for anything outside them, so a view can 404 without telling whose it was. Also 
 version of a document is current, as the agent API reports it (document_state).
 
 A scope is named in URLs by a key: "mine" (the user's own documents), "agents/<name>"
-(private to one of the user's agents) or "company" (the global scope, read-only, and only
-while MNEMO_GLOBAL_READABLE is on). Writes stay in context/services.py.
+(private to one of the user's agents), "shared/<slug>" (a shared scope the user holds a
+grant to: editable with read_write, read-only with read) or "company" (the global scope,
+read-only, and only while MNEMO_GLOBAL_READABLE is on). Which scopes a user may read beyond
+their own is context/workspace.py's granted_scopes, read afresh on every request. Writes
+stay in context/services.py.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from __future__ import annotations
 import datetime
 import difflib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from context.models import Document, DocumentVersion
+from context.models import Document, DocumentVersion, SharedScope
 from context.paths import InvalidPath, normalize_path
 from context.services import DAILY_FOLDER, NEWEST_FIRST, user_timezone
+from context.workspace import Granted, global_documents, granted_scopes
 from profiles.models import Agent
 
 if TYPE_CHECKING:
@@ -30,24 +34,33 @@ if TYPE_CHECKING:
 MINE = "mine"
 COMPANY = "company"
 AGENT_PREFIX = "agents/"
+SHARED_PREFIX = "shared/"
 
 
 @dataclass(frozen=True)
 class Scope:
     """Where documents live, as the pages show it."""
 
-    key: str  # the URL segment: "mine", "agents/<name>" or "company"
+    key: str  # the URL segment: "mine", "agents/<name>", "shared/<slug>" or "company"
     label: str
     user: AbstractBaseUser | None
     agent: Agent | None
     writable: bool
+    shared: SharedScope | None = None
 
     @property
     def kind(self) -> str:
-        """ "user", "agent" or "global", as Document.scope."""
+        """ "user", "agent", "shared" or "global" (a CSS class and a test hook)."""
+        if self.shared is not None:
+            return "shared"
         if self.user is None:
             return "global"
         return "user" if self.agent is None else "agent"
+
+    @property
+    def where(self) -> dict[str, Any]:
+        """The scope as context/services.py takes it."""
+        return {"user": self.user, "agent": self.agent, "shared_scope": self.shared}
 
 
 def scope_mine(*, user: AbstractBaseUser) -> Scope:
@@ -68,13 +81,36 @@ def scope_company() -> Scope:
     return Scope(key=COMPANY, label="Company (read-only)", user=None, agent=None, writable=False)
 
 
+def scope_shared(*, granted: Granted) -> Scope:
+    shared = granted.shared_scope
+    access = "" if granted.writable else " (read-only)"
+    return Scope(
+        key=f"{SHARED_PREFIX}{shared.slug}",
+        label=f"Shared: {shared.slug}{access}",
+        user=None,
+        agent=None,
+        writable=granted.writable,
+        shared=shared,
+    )
+
+
 def global_documents_readable() -> bool:
     return bool(settings.MNEMO_GLOBAL_READABLE)
 
 
+def shared_scopes(*, user: AbstractBaseUser) -> list[Scope]:
+    """The shared scopes the user holds a grant to, by slug (the grant read now)."""
+    return [
+        scope_shared(granted=granted)
+        for granted in granted_scopes(user, include_global=False)
+        if granted.shared_scope is not None
+    ]
+
+
 def scope_get(*, user: AbstractBaseUser, key: str) -> Scope | None:
     """The scope a URL key names for this user; None for another user's agent, an unknown
-    agent, or the company scope while it is not readable."""
+    agent, a shared scope without a grant (as one that does not exist), or the company
+    scope while it is not readable."""
     if key == MINE:
         return scope_mine(user=user)
     if key == COMPANY:
@@ -82,11 +118,19 @@ def scope_get(*, user: AbstractBaseUser, key: str) -> Scope | None:
     if key.startswith(AGENT_PREFIX):
         agent = Agent.objects.filter(user=user, name=key.removeprefix(AGENT_PREFIX)).first()
         return scope_of_agent(agent=agent) if agent is not None else None
+    if key.startswith(SHARED_PREFIX):
+        return next((scope for scope in shared_scopes(user=user) if scope.key == key), None)
     return None
 
 
 def scope_of_row(*, user: AbstractBaseUser, row: Document | DocumentVersion) -> Scope:
     """The scope of a document or version the user may already see."""
+    if row.shared_scope_id is not None:
+        granted = scope_get(user=user, key=f"{SHARED_PREFIX}{row.shared_scope.slug}")
+        # A grant revoked a moment ago: shown as it was found, changed no more.
+        return granted or scope_shared(
+            granted=Granted(row.shared_scope.name, row.shared_scope, False)
+        )
     if row.user_id is None:
         return scope_company()
     if row.agent_id is None:
@@ -96,26 +140,42 @@ def scope_of_row(*, user: AbstractBaseUser, row: Document | DocumentVersion) -> 
 
 def document_scopes(*, user: AbstractBaseUser) -> list[Scope]:
     """What the tree shows: the user's own documents, one scope per agent that has private
-    notes, and the company scope when readable."""
+    notes, each shared scope granted to the user, and the company scope when readable."""
     agents = Agent.objects.filter(user=user, private_documents__isnull=False).distinct()
     scopes = [scope_mine(user=user), *(scope_of_agent(agent=a) for a in agents.order_by("name"))]
+    scopes += shared_scopes(user=user)
     if global_documents_readable():
         scopes.append(scope_company())
     return scopes
 
 
 def writable_scopes(*, user: AbstractBaseUser) -> list[Scope]:
-    """Where a user may create documents: their own scope and each of their agents'."""
+    """Where a user may create documents: their own scope, each of their agents', and the
+    shared scopes they may write in."""
     agents = Agent.objects.filter(user=user).order_by("name")
-    return [scope_mine(user=user), *(scope_of_agent(agent=agent) for agent in agents)]
+    return [
+        scope_mine(user=user),
+        *(scope_of_agent(agent=agent) for agent in agents),
+        *(scope for scope in shared_scopes(user=user) if scope.writable),
+    ]
+
+
+def _visible(user: AbstractBaseUser) -> Q:
+    """The documents (or versions) the pages show the user: their own, their agents', their
+    granted shared scopes' and, while readable, the company's."""
+    visible = Q(user=user)
+    granted = [scope.shared.pk for scope in shared_scopes(user=user)]
+    if granted:
+        visible |= Q(user__isnull=True, shared_scope__in=granted)
+    if global_documents_readable():
+        visible |= global_documents()
+    return visible
 
 
 def documents_exist(*, user: AbstractBaseUser) -> bool:
-    """Whether the user sees any document at all (their own, their agents', the company's)."""
-    visible = Q(user=user)
-    if global_documents_readable():
-        visible |= Q(user__isnull=True, agent__isnull=True)
-    return Document.objects.filter(visible).exists()
+    """Whether the user sees any document at all (their own, their agents', a granted
+    scope's, the company's)."""
+    return Document.objects.filter(_visible(user)).exists()
 
 
 def document_get(*, scope: Scope, path: str) -> Document | None:
@@ -123,7 +183,7 @@ def document_get(*, scope: Scope, path: str) -> Document | None:
         path = normalize_path(path)
     except InvalidPath:
         return None
-    return Document.objects.filter(user=scope.user, agent=scope.agent, path=path).first()
+    return Document.objects.filter(**scope.where, path=path).first()
 
 
 def document_has_history(*, scope: Scope, path: str) -> bool:
@@ -132,18 +192,15 @@ def document_has_history(*, scope: Scope, path: str) -> bool:
         path = normalize_path(path)
     except InvalidPath:
         return False
-    return DocumentVersion.objects.filter(user=scope.user, agent=scope.agent, path=path).exists()
+    return DocumentVersion.objects.filter(**scope.where, path=path).exists()
 
 
 def version_get(*, user: AbstractBaseUser, version_id: int) -> DocumentVersion | None:
-    """One version of the user's documents (own or their agents'), or of the company's
-    while those are readable."""
-    visible = Q(user=user)
-    if global_documents_readable():
-        visible |= Q(user__isnull=True, agent__isnull=True)
+    """One version of the user's documents (own or their agents'), of a shared scope they
+    hold a grant to, or of the company's while those are readable."""
     return (
-        DocumentVersion.objects.select_related("agent", "actor_user", "actor_agent")
-        .filter(visible, pk=version_id)
+        DocumentVersion.objects.select_related("agent", "shared_scope", "actor_user", "actor_agent")
+        .filter(_visible(user), pk=version_id)
         .first()
     )
 
@@ -214,7 +271,10 @@ def version_before(version: DocumentVersion) -> DocumentVersion | None:
     """The version of the same document (scope and path) just before this one."""
     return (
         DocumentVersion.objects.filter(
-            user_id=version.user_id, agent_id=version.agent_id, path=version.path
+            user_id=version.user_id,
+            agent_id=version.agent_id,
+            shared_scope_id=version.shared_scope_id,
+            path=version.path,
         )
         .filter(
             Q(created_at__lt=version.created_at)

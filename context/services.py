@@ -1,7 +1,9 @@
 """The only functions that change documents.
 
-A scope is (user, agent): agent=None is the user's own documents, agent set is
-private to that agent, and user=None, agent=None is the global (company) scope.
+A scope is (user, agent, shared_scope): agent=None is the user's own documents, agent set
+is private to that agent, shared_scope set (user and agent None) is a named shared scope,
+and all three None is the global (company) scope. Grants to shared scopes are written here
+too (shared_scope_create, scope_grant_set, scope_grant_revoke).
 Each change validates, writes the document, a DocumentVersion row and an activity
 event in one transaction. Pages, the agent API, tasks and the admin all come through here.
 """
@@ -13,15 +15,24 @@ import zoneinfo
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.functions import Length
 from django.utils import timezone
 
 from activity import events
-from context.models import Document, DocumentChunk, DocumentVersion, VersionAction
+from context.models import (
+    Document,
+    DocumentChunk,
+    DocumentVersion,
+    GrantAccess,
+    ScopeGrant,
+    SharedScope,
+    VersionAction,
+)
 from context.paths import InvalidPath, normalize_folder, normalize_path
-from lib.errors import InvalidInput, NotFound, VersionConflict
+from lib.errors import Conflict, InvalidInput, NotFound, VersionConflict
 from memory.models import Memory
 from profiles.services import agent_check_owner, check_agents_may_write
 from search.chunking import split_into_chunks
@@ -51,7 +62,7 @@ class TreeEntry:
     name: str
     kind: str  # "folder" or "file"
     depth: int  # 1 for direct children of the listed path
-    scope: str = "user"  # "user", "agent" or "global", as Document.scope
+    scope: str = "user"  # "user", "agent", "global" or "shared:<slug>", as Document.scope
     document_id: int | None = None
     size: int | None = None  # characters, files only
     updated_at: datetime.datetime | None = None
@@ -72,6 +83,7 @@ def document_write(
     *,
     user: AbstractBaseUser | None,
     agent: Agent | None = None,
+    shared_scope: SharedScope | None = None,
     path: str,
     content: str,
     actor: Actor,
@@ -88,11 +100,11 @@ def document_write(
     turn is the reported turn this write came from (the consolidated profile's rewrite),
     kept on the version so the page can open it.
     """
-    scope = _scope(user, agent)
+    scope = _scope(user, agent, shared_scope)
     path = _writable_path(user, agent, path)
     content = _clean_content(content)
     with transaction.atomic():
-        check_agents_may_write(user=user, actor=actor)
+        check_agents_may_write(user=_acting_for(user, shared_scope, actor), actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
             **scope, path=path, defaults={"body": content}
         )
@@ -115,6 +127,7 @@ def document_append(
     *,
     user: AbstractBaseUser | None,
     agent: Agent | None = None,
+    shared_scope: SharedScope | None = None,
     path: str,
     content: str,
     actor: Actor,
@@ -124,13 +137,13 @@ def document_append(
     Safe under contention: appenders serialize on the row lock, and a racing create
     falls back to the row the winner inserted (unique scope + path).
     """
-    scope = _scope(user, agent)
+    scope = _scope(user, agent, shared_scope)
     path = _writable_path(user, agent, path)
     content = _clean_content(content)
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
     with transaction.atomic():
-        check_agents_may_write(user=user, actor=actor)
+        check_agents_may_write(user=_acting_for(user, shared_scope, actor), actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
             **scope, path=path, defaults={"body": content}
         )
@@ -145,9 +158,13 @@ def document_append(
 
 
 def document_read(
-    *, user: AbstractBaseUser | None, agent: Agent | None = None, path: str
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    shared_scope: SharedScope | None = None,
+    path: str,
 ) -> Document:
-    scope = _scope(user, agent)
+    scope = _scope(user, agent, shared_scope)
     path = normalize_path(path)
     document = Document.objects.filter(**scope, path=path).first()
     if document is None:
@@ -156,23 +173,32 @@ def document_read(
 
 
 def document_list(
-    *, user: AbstractBaseUser | None, agent: Agent | None = None, prefix: str = ""
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    shared_scope: SharedScope | None = None,
+    prefix: str = "",
 ) -> QuerySet[Document]:
     """The scope's documents whose path starts with prefix, ordered by path."""
-    scope = _scope(user, agent)
+    scope = _scope(user, agent, shared_scope)
     if not isinstance(prefix, str):
         raise InvalidInput("Prefix must be text.", field="prefix")
     return Document.objects.filter(**scope, path__startswith=prefix).order_by("path")
 
 
 def document_tree(
-    *, user: AbstractBaseUser | None, agent: Agent | None = None, path: str = "", depth: int = 1
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    shared_scope: SharedScope | None = None,
+    path: str = "",
+    depth: int = 1,
 ) -> list[TreeEntry]:
     """Folders and files under path down to depth levels, like `ls` (folders are implicit).
 
     NotFound when path is given and no document lives under it.
     """
-    scope = _scope(user, agent)
+    scope = _scope(user, agent, shared_scope)
     folder = normalize_folder(path)
     prefix = f"{folder}/" if folder else ""
     rows = tree_rows(Document.objects.filter(**scope, path__startswith=prefix))
@@ -187,17 +213,19 @@ def tree_rows(documents: QuerySet[Document], *, under: str = "") -> list[TreeRow
     values = (
         documents.annotate(size=Length("body"))
         .order_by("path")
-        .values_list("pk", "path", "size", "updated_at", "user_id", "agent_id")
+        .values_list(
+            "pk", "path", "size", "updated_at", "user_id", "agent_id", "shared_scope__slug"
+        )
     )
     return [
         TreeRow(
             path=f"{under}{path}",
-            scope=Document.scope_of(user_id=user_id, agent_id=agent_id),
+            scope=Document.scope_of(user_id=user_id, agent_id=agent_id, shared_slug=slug),
             document_id=pk,
             size=size,
             updated_at=updated_at,
         )
-        for pk, path, size, updated_at, user_id, agent_id in values
+        for pk, path, size, updated_at, user_id, agent_id, slug in values
     ]
 
 
@@ -244,6 +272,7 @@ def document_delete(
     *,
     user: AbstractBaseUser | None,
     agent: Agent | None = None,
+    shared_scope: SharedScope | None = None,
     path: str,
     actor: Actor,
     base_version: int | None = None,
@@ -253,10 +282,10 @@ def document_delete(
     With base_version, a document that changed since that version is not deleted
     (_check_base_version); a missing one is NotFound with or without it.
     """
-    scope = _scope(user, agent)
+    scope = _scope(user, agent, shared_scope)
     path = normalize_path(path)
     with transaction.atomic():
-        check_agents_may_write(user=user, actor=actor)
+        check_agents_may_write(user=_acting_for(user, shared_scope, actor), actor=actor)
         document = Document.objects.select_for_update().filter(**scope, path=path).first()
         if document is None:
             raise NotFound(f"No document at '{path}'.", field="path")
@@ -266,6 +295,7 @@ def document_delete(
             document=None,
             user_id=document.user_id,
             agent_id=document.agent_id,
+            shared_scope_id=document.shared_scope_id,
             path=path,
             action=VersionAction.DELETE,
             body=document.body,
@@ -274,7 +304,7 @@ def document_delete(
         scope_name = document.scope
         document.delete()
         events.document_deleted(
-            user=user,
+            user=_acting_for(user, shared_scope, actor),
             actor=actor,
             path=path,
             scope=scope_name,
@@ -284,19 +314,30 @@ def document_delete(
     return version
 
 
-def document_restore(*, user: AbstractBaseUser | None, version_id: int, actor: Actor) -> Document:
+def document_restore(
+    *,
+    user: AbstractBaseUser | None,
+    shared_scope: SharedScope | None = None,
+    version_id: int,
+    actor: Actor,
+) -> Document:
     """Bring a document back to a version's content (for a deletion, what it removed).
 
     Works whether the document still exists or was deleted; the restore is a version too.
+    The version must be of the user's documents (theirs or their agents'), or with
+    shared_scope of that scope's.
     """
+    owner = None if shared_scope else user
     version = (
-        DocumentVersion.objects.select_related("agent").filter(user=user, pk=version_id).first()
+        DocumentVersion.objects.select_related("agent")
+        .filter(user=owner, shared_scope=shared_scope, pk=version_id)
+        .first()
     )
     if version is None:
         raise NotFound(f"No document version {version_id}.", field="version_id")
-    scope = _scope(user, version.agent)
+    scope = _scope(owner, version.agent, shared_scope)
     with transaction.atomic():
-        check_agents_may_write(user=user, actor=actor)
+        check_agents_may_write(user=_acting_for(user, shared_scope, actor), actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
             **scope, path=version.path, defaults={"body": version.body}
         )
@@ -308,10 +349,14 @@ def document_restore(*, user: AbstractBaseUser | None, version_id: int, actor: A
 
 
 def document_versions(
-    *, user: AbstractBaseUser | None, agent: Agent | None = None, path: str
+    *,
+    user: AbstractBaseUser | None,
+    agent: Agent | None = None,
+    shared_scope: SharedScope | None = None,
+    path: str,
 ) -> QuerySet[DocumentVersion]:
     """The versions of one path in the scope, newest first, including deleted documents'."""
-    scope = _scope(user, agent)
+    scope = _scope(user, agent, shared_scope)
     path = normalize_path(path)
     return DocumentVersion.objects.filter(**scope, path=path).order_by("-created_at", "-id")
 
@@ -418,9 +463,27 @@ def agent_memory_get(*, agent: Agent) -> Document | None:
     ).first()
 
 
-def _scope(user: AbstractBaseUser | None, agent: Agent | None) -> dict[str, object]:
+def _scope(
+    user: AbstractBaseUser | None, agent: Agent | None, shared_scope: SharedScope | None = None
+) -> dict[str, object]:
     agent_check_owner(agent=agent, user=user)
-    return {"user": user, "agent": agent}
+    if shared_scope is not None and (user is not None or agent is not None):
+        raise InvalidInput(
+            "A shared scope's documents belong to no user or agent.", field="shared_scope"
+        )
+    return {"user": user, "agent": agent, "shared_scope": shared_scope}
+
+
+def _acting_for(
+    user: AbstractBaseUser | None, shared_scope: SharedScope | None, actor: Actor
+) -> AbstractBaseUser | None:
+    """Whose change this is, for the pause and the activity log: the scope's user, or in a
+    shared scope the user the actor is (or acts for)."""
+    if shared_scope is None:
+        return user
+    if actor.agent is not None:
+        return actor.agent.user
+    return actor.user
 
 
 def _writable_path(user: AbstractBaseUser | None, agent: Agent | None, path: object) -> str:
@@ -469,6 +532,7 @@ def _record(
         document=document,
         user_id=document.user_id,
         agent_id=document.agent_id,
+        shared_scope_id=document.shared_scope_id,
         path=document.path,
         action=action,
         body=document.body,
@@ -477,7 +541,7 @@ def _record(
     )
     document.written_version = version
     events.document_written(
-        user=document.user if document.user_id else None,
+        user=document.user if document.user_id else _acting_for(None, document.shared_scope, actor),
         actor=actor,
         path=document.path,
         scope=document.scope,
@@ -504,6 +568,7 @@ def _rechunk(document: Document, *, new: bool = False) -> None:
                     document=document,
                     user_id=document.user_id,
                     agent_id=document.agent_id,
+                    shared_scope_id=document.shared_scope_id,
                     ordinal=ordinal,
                     text=text,
                 )
@@ -521,3 +586,43 @@ def _rechunk(document: Document, *, new: bool = False) -> None:
         document.chunks.filter(ordinal__gte=len(texts)).delete()
     if texts:
         request_embedding()
+
+
+# Shared scopes and who may use them.
+
+
+def shared_scope_create(*, slug: str, description: str = "") -> SharedScope:
+    """A new, empty shared scope; Conflict if the slug is taken."""
+    scope = SharedScope(slug=slug, description=description)
+    try:
+        scope.full_clean(validate_unique=False, validate_constraints=False)
+    except ValidationError as error:
+        raise InvalidInput(" ".join(error.messages), field="slug") from error
+    with transaction.atomic():
+        scope, created = SharedScope.objects.get_or_create(
+            slug=slug, defaults={"description": description}
+        )
+    if not created:
+        raise Conflict(f"A shared scope '{slug}' already exists.", field="slug")
+    return scope
+
+
+def scope_grant_set(
+    *, scope: SharedScope, user: AbstractBaseUser, access: str = GrantAccess.READ
+) -> ScopeGrant:
+    """Give the user (and so their agents) read or read_write access; replaces their grant."""
+    if access not in GrantAccess.values:
+        raise InvalidInput(
+            f"Access is one of {', '.join(GrantAccess.values)}; got {access!r}.", field="access"
+        )
+    grant, _ = ScopeGrant.objects.update_or_create(
+        scope=scope, user=user, defaults={"access": access}
+    )
+    return grant
+
+
+def scope_grant_revoke(*, scope: SharedScope, user: AbstractBaseUser) -> bool:
+    """Take the user's access away; the next request already goes without it. Whether there
+    was a grant."""
+    deleted, _ = ScopeGrant.objects.filter(scope=scope, user=user).delete()
+    return deleted > 0

@@ -1,8 +1,8 @@
 """The Documents pages, mounted under /documents/.
 
 A document is named by its scope and its path: /documents/<scope>/file/<path>, with scope
-"mine", "agents/<agent name>" or "company". The action comes before the path, so any path
-(even one ending in /edit) stays unambiguous.
+"mine", "agents/<agent name>", "shared/<slug>" or "company". The action comes before the
+path, so any path (even one ending in /edit) stays unambiguous.
 """
 
 from django.urls import path, register_converter
@@ -11,9 +11,10 @@ from context import views
 
 
 class ScopeConverter:
-    """mine, company, or agents/<name> (agent names as profiles.models.AGENT_NAME_PATTERN)."""
+    """mine, company, agents/<name> (agent names as profiles.models.AGENT_NAME_PATTERN) or
+    shared/<slug> (as context.models.SharedScope's)."""
 
-    regex = r"mine|company|agents/[a-z0-9][a-z0-9_-]{0,63}"
+    regex = r"mine|company|(?:agents|shared)/[a-z0-9][a-z0-9_-]{0,63}"
 
     def to_python(self, value: str) -> str:
         return value

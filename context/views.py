@@ -1,10 +1,12 @@
 """The Documents tab of the Context page: the user's documents by path, their agents' private
-notes, and (read-only, when MNEMO_GLOBAL_READABLE is on) the company's.
+notes, each shared scope the user holds a grant to (editable with read_write, read-only with
+read), and (read-only, when MNEMO_GLOBAL_READABLE is on) the company's.
 
 Every write goes through context.services. A normal request gets the whole page, or a
 redirect after a write; an htmx request aimed at #doc-panel gets just that panel, and after a
 write the tree too (swapped out of band), so nothing reloads. Anything outside the user's
-scopes is a 404; the company scope is never writable here (403).
+scopes is a 404 (a shared scope without a grant too); the company scope and read-only shared
+scopes are never writable here (403).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _get_scope_for_user(user: AbstractBaseUser, key: str) -> Scope:
 def _get_writable_scope_for_user(user: AbstractBaseUser, key: str) -> Scope:
     scope = _get_scope_for_user(user, key)
     if not scope.writable:
-        raise PermissionDenied("Company documents are read-only.")
+        raise PermissionDenied(f"{scope.label}: read-only.")
     return scope
 
 
@@ -125,7 +127,7 @@ def _sections(user: AbstractBaseUser, current: tuple[str, str]) -> list[Section]
     current_scope, current_path = current
     sections = []
     for scope in selectors.document_scopes(user=user):
-        entries = services.document_tree(user=scope.user, agent=scope.agent, depth=TREE_DEPTH)
+        entries = services.document_tree(**scope.where, depth=TREE_DEPTH)
         path = current_path if scope.key == current_scope else ""
         sections.append(Section(scope=scope, nodes=_nest(scope, entries, path)))
     return sections
@@ -261,9 +263,7 @@ def _history_panel(request: HttpRequest, scope: Scope, path: str) -> dict[str, A
     if document is None and not selectors.document_has_history(scope=scope, path=path):
         raise Http404("No such document.")
     rows = list(
-        selectors.versions_with_actors(
-            services.document_versions(user=scope.user, agent=scope.agent, path=path)
-        )
+        selectors.versions_with_actors(services.document_versions(**scope.where, path=path))
     )
     for row in rows:
         row.who_kind, row.who = _who(request, row)
@@ -315,7 +315,11 @@ def _undo_offer(request: HttpRequest) -> DocumentVersion | None:
     if not version_id.isdigit():
         return None
     version = selectors.version_get(user=request.user, version_id=int(version_id))
-    if version is None or version.action != VersionAction.DELETE or version.user_id is None:
+    if (
+        version is None
+        or version.action != VersionAction.DELETE
+        or (version.user_id is None and version.shared_scope_id is None)
+    ):
         return None
     scope = selectors.scope_of_row(user=request.user, row=version)
     return version if selectors.document_get(scope=scope, path=version.path) is None else None
@@ -348,7 +352,7 @@ def folder_page(request: HttpRequest, scope: str, path: str) -> TemplateResponse
     found = _get_scope_for_user(request.user, scope)
     try:
         folder = normalize_folder(path)
-        entries = services.document_tree(user=found.user, agent=found.agent, path=folder)
+        entries = services.document_tree(**found.where, path=folder)
     except ServiceError as error:
         raise Http404("No such folder.") from error
     panel = {
@@ -390,8 +394,7 @@ def document_new(request: HttpRequest) -> HttpResponse:
         scope: Scope = form.cleaned_data["scope_obj"]
         try:
             document = services.document_write(
-                user=scope.user,
-                agent=scope.agent,
+                **scope.where,
                 path=form.cleaned_data["path"],
                 content=form.cleaned_data["content"],
                 actor=_actor(request),
@@ -435,8 +438,7 @@ def _save(request: HttpRequest, scope: Scope, path: str) -> HttpResponse:
     try:
         if document is None or content != document.body:
             document = services.document_write(
-                user=scope.user,
-                agent=scope.agent,
+                **scope.where,
                 path=path,
                 content=content,
                 actor=_actor(request),
@@ -455,7 +457,7 @@ def _save(request: HttpRequest, scope: Scope, path: str) -> HttpResponse:
 
 def _unsaved(scope: Scope, path: str) -> Document:
     """A stand-in for a document deleted while it was being edited."""
-    return Document(user=scope.user, agent=scope.agent, path=normalize_path(path))
+    return Document(**scope.where, path=normalize_path(path))
 
 
 def _edit_error(
@@ -488,9 +490,7 @@ def _error_status(request: HttpRequest, status: int = 400) -> int:
 def document_delete(request: HttpRequest, scope: str, path: str) -> HttpResponse:
     found = _get_writable_scope_for_user(request.user, scope)
     document = _get_document_for_user(found, path)
-    version = services.document_delete(
-        user=found.user, agent=found.agent, path=document.path, actor=_actor(request)
-    )
+    version = services.document_delete(**found.where, path=document.path, actor=_actor(request))
     undo_url = f"{reverse('documents')}?undo={version.pk}"
     if _wants_panel(request):
         return _respond(request, _deleted_panel(version), changed=True, push_url=undo_url)
@@ -520,10 +520,13 @@ def version_restore(request: HttpRequest, version_id: int) -> HttpResponse:
     version = _get_version_for_user(request.user, version_id)
     scope = selectors.scope_of_row(user=request.user, row=version)
     if not scope.writable:
-        raise PermissionDenied("Company documents are read-only.")
+        raise PermissionDenied(f"{scope.label}: read-only.")
     try:
         document = services.document_restore(
-            user=request.user, version_id=version.pk, actor=_actor(request)
+            user=request.user,
+            shared_scope=scope.shared,
+            version_id=version.pk,
+            actor=_actor(request),
         )
     except NotFound as error:
         raise Http404(error.message) from error

@@ -1,4 +1,5 @@
-"""The documents as an API caller sees them: which scope a path names, and the global overlay.
+"""The documents as an API caller sees them: which scope a path names, and the scopes read
+across.
 
 A caller is an agent token (one agent of one user) or a system token (no user).
 
@@ -7,11 +8,20 @@ A caller is an agent token (one agent of one user) or a system token (no user).
   `agents/<agent name>/`, which holds documents private to that agent; `AGENT_MEMORY.md`
   is a short name for `agents/<agent name>/AGENT_MEMORY.md`. Another agent's folder is
   out of reach: reads answer 404 as for a missing file, writes 403.
-- With MNEMO_GLOBAL_READABLE on, an agent token also reads global documents where its
-  user has none at that path, except identity files and agents' notes (DESIGN.md: those
-  are read from the primary scope only). Writes always go to the caller's own scope, so a
-  company document is never changed by an agent; writing at its path gives the user their
-  own document, which from then on is read instead (the response's scope says which).
+- Beyond its own scope an agent token reads its user's granted scopes (Granted): each
+  shared scope its user has a ScopeGrant to, and the global scope, which
+  MNEMO_GLOBAL_READABLE grants every user read access to. A read or a tree without a
+  `scope` takes the user's own document at a path first, then the shared scopes' by slug
+  (alphabetical), then the global one; a search finds them all; every result says its
+  scope ("user", "agent", "shared:<slug>", "global"). Identity files and agents' notes are
+  never read across scopes (DESIGN.md: the primary scope only); MEMORY.md and daily/*.md
+  are.
+- Writes go to the caller's own scope unless `scope` names a granted read_write one; a
+  read-only scope is 403, a scope without a grant 404 exactly as one that does not exist.
+  Writing at the path of a document read from another scope gives the user their own
+  document there, which from then on is read instead.
+- Grants are read from the database on every call: a revoked grant is gone on the next
+  request.
 
 Writes still go through context/services.py; this module only picks the scope, for
 reads, writes and searches (context/search.py) alike.
@@ -27,7 +37,7 @@ from django.db.models import Q
 
 from activity.actors import Actor
 from context import services
-from context.models import Document, DocumentVersion
+from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
 from context.paths import normalize_folder, normalize_path
 from context.services import AGENT_MEMORY_PATH, AGENTS_FOLDER, TreeEntry, TreeRow, tree_rows
 from lib.errors import Forbidden, NotFound
@@ -40,11 +50,15 @@ if TYPE_CHECKING:
 IDENTITY_FILES = frozenset(
     {"IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md", "HEARTBEAT.md"}
 )
+GLOBAL = "global"
+# What the `scope` parameter may say for the caller's own place (the path then picks the
+# user's documents or the agent's private folder, as without it).
+OWN_SCOPES = frozenset({"user", "agent"})
 
 
 def primary_only(path: str) -> bool:
-    """Paths never read from the global scope on a user's behalf: identity files and
-    agents' notes."""
+    """Paths never read from another scope on a user's behalf: identity files and agents'
+    notes."""
     return (
         path in IDENTITY_FILES
         or path == AGENT_MEMORY_PATH
@@ -52,14 +66,67 @@ def primary_only(path: str) -> bool:
     )
 
 
-def shared_global_documents(path_field: str = "path") -> Q:
-    """The global documents shown beside a user's own (when readable), as a filter on a
-    model with user and agent columns and the document's path at `path_field`."""
-    return (
-        Q(user__isnull=True, agent__isnull=True)
-        & ~Q(**{f"{path_field}__in": IDENTITY_FILES | {AGENT_MEMORY_PATH}})
-        & ~Q(**{f"{path_field}__startswith": f"{AGENTS_FOLDER}/"})
+def global_documents() -> Q:
+    """The global (company) scope, as a filter on a model with the scope columns."""
+    return Q(user__isnull=True, agent__isnull=True, shared_scope__isnull=True)
+
+
+def cross_scope_paths(path_field: str = "path") -> Q:
+    """The paths that may be read from a scope other than the user's own."""
+    return ~Q(**{f"{path_field}__in": IDENTITY_FILES | {AGENT_MEMORY_PATH}}) & ~Q(
+        **{f"{path_field}__startswith": f"{AGENTS_FOLDER}/"}
     )
+
+
+@dataclass(frozen=True)
+class Granted:
+    """A scope beyond the user's own that they (and their agents) may read: a shared scope
+    they hold a grant to, or the global scope, which MNEMO_GLOBAL_READABLE grants everyone
+    read access to."""
+
+    name: str  # "shared:<slug>" or "global", as results name it
+    shared_scope: SharedScope | None  # None: the global scope
+    writable: bool
+
+    def documents(self, path_field: str = "path") -> Q:
+        """This scope's documents that may be read across scopes, as a filter on a model with
+        the scope columns and the document's path at `path_field`."""
+        if self.shared_scope is None:
+            scope = global_documents()
+        else:
+            scope = Q(user__isnull=True, agent__isnull=True, shared_scope=self.shared_scope)
+        return scope & cross_scope_paths(path_field)
+
+
+def granted_scopes(
+    user: AbstractBaseUser | None, *, include_global: bool | None = None
+) -> list[Granted]:
+    """The scopes the user reads beyond their own, in the order a read prefers them: shared
+    scopes by slug, then the global one (include_global: default MNEMO_GLOBAL_READABLE).
+    Read from the database on each call, so a revoked grant is gone on the next request."""
+    if user is None:
+        return []
+    if include_global is None:
+        include_global = bool(settings.MNEMO_GLOBAL_READABLE)
+    grants = ScopeGrant.objects.filter(user=user).select_related("scope").order_by("scope__slug")
+    scopes = [Granted(grant.scope.name, grant.scope, grant.writable) for grant in grants]
+    if include_global:
+        scopes.append(Granted(GLOBAL, None, writable=False))
+    return scopes
+
+
+def resolve_scope(
+    *, user: AbstractBaseUser | None, name: str | None, include_global: bool | None = None
+) -> Granted | None:
+    """The scope a caller names with `scope`: None for its own place (or no name); NotFound
+    for one it may not read, whether or not it exists, so a scope without a grant is never
+    revealed. A system token's own place is the global scope."""
+    if not name or (user is not None and name in OWN_SCOPES) or (user is None and name == GLOBAL):
+        return None
+    for granted in granted_scopes(user, include_global=include_global):
+        if granted.name == name:
+            return granted
+    raise NotFound(f"No scope '{name}' is readable with this token.", field="scope")
 
 
 def private_folder(agent: Agent) -> str:
@@ -73,23 +140,29 @@ def readable_scope(
     agent: Agent | None = None,
     all_agents: bool = False,
     include_global: bool = False,
+    scope: str | None = None,
     path_field: str = "path",
 ) -> Q:
-    """What a caller may read, as a filter on a model with user and agent columns and the
+    """What a caller may read, as a filter on a model with the scope columns and the
     document's path at `path_field`: with no user (a system token) the global scope only;
     otherwise the user's own documents, the agent's private ones (every agent's with
-    all_agents: the user's own view), and with include_global the shared global ones."""
+    all_agents: the user's own view), and their granted scopes (global with include_global).
+    A `scope` name narrows it to that one scope (NotFound for one the caller may not read)."""
+    named = resolve_scope(user=user, name=scope, include_global=include_global)
+    if named is not None:
+        return named.documents(path_field)
     if user is None:
-        return Q(user__isnull=True, agent__isnull=True)
-    scope = Q(user=user, agent__isnull=True)
+        return global_documents()
+    readable = Q(user=user, agent__isnull=True)
     if all_agents:
-        scope |= Q(user=user, agent__isnull=False)
+        readable |= Q(user=user, agent__isnull=False)
     elif agent is not None:
-        scope |= Q(user=user, agent=agent)
-    if include_global:
-        # Identity files and agents' notes are read from the user's own scope only.
-        scope |= shared_global_documents(path_field=path_field)
-    return scope
+        readable |= Q(user=user, agent=agent)
+    if scope:  # the caller's own place, by name
+        return readable
+    for granted in granted_scopes(user, include_global=include_global):
+        readable |= granted.documents(path_field)
+    return readable
 
 
 def under_prefix(prefix: str, agent: Agent | None, *, path_field: str = "path") -> Q:
@@ -146,29 +219,54 @@ def shown_path(caller: Caller, document: Document | DocumentVersion) -> str:
     return document.path
 
 
-def workspace_read(*, caller: Caller, path: str) -> Document:
+def workspace_read(*, caller: Caller, path: str, scope: str | None = None) -> Document:
+    """The document at path: in the scope named, or the caller's own, else the first
+    granted scope that has it."""
     path = normalize_path(path)
+    named = _named(caller, scope)
+    if named is not None:
+        found = _document_in(named, path)
+        if found is None:
+            raise NotFound(f"No document at '{path}' in {named.name}.", field="path")
+        return found
     place = _place(caller, path, writing=False)
     try:
         return services.document_read(user=place.user, agent=place.agent, path=place.path)
     except NotFound:
-        shared = _readable_global(caller, place)
-        if shared is None:
+        found = None if scope else _read_across(caller, place)
+        if found is None:
             raise NotFound(f"No document at '{path}'.", field="path") from None
-        return shared
+        return found
 
 
 def workspace_write(
-    *, caller: Caller, path: str, content: str, base_version: int | None = None
+    *,
+    caller: Caller,
+    path: str,
+    content: str,
+    base_version: int | None = None,
+    scope: str | None = None,
 ) -> Document:
-    """Create or replace in the caller's own scope; `written_version` is this change's.
+    """Create or replace in the caller's own scope, or in the granted read_write scope named;
+    `written_version` is this change's.
 
     base_version is the version the caller read at this path (the services refuse a stale
-    one). Where the user has no document there and the caller read the company's, it names
+    one). Where the user has no document there and the caller read another scope's, it names
     that document's version: the write then makes the user's own copy, unless one appeared
     meanwhile."""
-    place = _place(caller, normalize_path(path), writing=True)
-    create_only = base_version is not None and _reads_shared_version(caller, place, base_version)
+    path = normalize_path(path)
+    named = _named(caller, scope)
+    if named is not None:
+        return services.document_write(
+            user=None,
+            shared_scope=_writable(named, path),
+            path=path,
+            content=content,
+            actor=caller.actor,
+            base_version=base_version,
+        )
+    place = _place(caller, path, writing=True)
+    create_only = base_version is not None and _reads_other_version(caller, place, base_version)
     return services.document_write(
         user=place.user,
         agent=place.agent,
@@ -180,17 +278,42 @@ def workspace_write(
     )
 
 
-def workspace_append(*, caller: Caller, path: str, content: str) -> Document:
-    place = _place(caller, normalize_path(path), writing=True)
+def workspace_append(
+    *, caller: Caller, path: str, content: str, scope: str | None = None
+) -> Document:
+    path = normalize_path(path)
+    named = _named(caller, scope)
+    if named is not None:
+        return services.document_append(
+            user=None,
+            shared_scope=_writable(named, path),
+            path=path,
+            content=content,
+            actor=caller.actor,
+        )
+    place = _place(caller, path, writing=True)
     return services.document_append(
         user=place.user, agent=place.agent, path=place.path, content=content, actor=caller.actor
     )
 
 
 def workspace_delete(
-    *, caller: Caller, path: str, base_version: int | None = None
+    *, caller: Caller, path: str, base_version: int | None = None, scope: str | None = None
 ) -> DocumentVersion:
     path = normalize_path(path)
+    named = _named(caller, scope)
+    if named is not None:
+        shared_scope = _writable(named, path)
+        try:
+            return services.document_delete(
+                user=None,
+                shared_scope=shared_scope,
+                path=path,
+                actor=caller.actor,
+                base_version=base_version,
+            )
+        except NotFound:
+            raise NotFound(f"No document at '{path}' in {named.name}.", field="path") from None
     place = _place(caller, path, writing=True)
     try:
         return services.document_delete(
@@ -201,12 +324,19 @@ def workspace_delete(
             base_version=base_version,
         )
     except NotFound:
-        if _readable_global(caller, place) is not None:
+        other = None if scope else _read_across(caller, place)
+        if other is None:
+            raise NotFound(f"No document at '{path}'.", field="path") from None
+        if other.shared_scope_id is None:
             raise Forbidden(
                 f"'{path}' is a company document: agents can read it but not delete it.",
                 field="path",
             ) from None
-        raise NotFound(f"No document at '{path}'.", field="path") from None
+        raise Forbidden(
+            f"'{path}' is in {other.scope}, not in your user's documents: name scope "
+            f"'{other.scope}' to delete it there (that needs read-write access).",
+            field="path",
+        ) from None
 
 
 def workspace_append_daily(*, caller: Caller, content: str) -> Document:
@@ -214,14 +344,48 @@ def workspace_append_daily(*, caller: Caller, content: str) -> Document:
     return services.append_daily_memory(user=caller.user, content=content, actor=caller.actor)
 
 
-def workspace_tree(*, caller: Caller, path: str = "", depth: int = 1) -> list[TreeEntry]:
-    """The folders and files the caller sees under path: the user's, the agent's private
-    folder, and readable global ones where the user has none at that path."""
+def workspace_tree(
+    *, caller: Caller, path: str = "", depth: int = 1, scope: str | None = None
+) -> list[TreeEntry]:
+    """The folders and files the caller sees under path: in the scope named, or the user's,
+    the agent's private folder, and each granted scope's where no earlier scope has that
+    path (the order reads prefer)."""
     folder = normalize_folder(path)
-    entries = services.tree_entries(_visible_rows(caller, folder), folder=folder, depth=depth)
+    named = _named(caller, scope)
+    prefix = f"{folder}/" if folder else ""
+    if named is not None:
+        rows = tree_rows(Document.objects.filter(named.documents(), path__startswith=prefix))
+    else:
+        rows = _visible_rows(caller, prefix, across=not scope)
+    entries = services.tree_entries(rows, folder=folder, depth=depth)
     if folder and not entries:
         raise NotFound(f"No folder '{folder}'.", field="path")
     return entries
+
+
+def _named(caller: Caller, scope: str | None) -> Granted | None:
+    return resolve_scope(user=caller.user, name=scope)
+
+
+def _writable(granted: Granted, path: str) -> SharedScope:
+    """The shared scope to write path in, if the grant allows it (Forbidden otherwise)."""
+    if not granted.writable or granted.shared_scope is None:
+        raise Forbidden(
+            f"{granted.name} is read-only for you: your user's grant lets agents read it, not "
+            "change it.",
+            field="scope",
+        )
+    if primary_only(path):
+        raise Forbidden(
+            f"'{path}' is an identity file or an agent's notes: those live in your user's own "
+            "documents only.",
+            field="path",
+        )
+    return granted.shared_scope
+
+
+def _document_in(granted: Granted, path: str) -> Document | None:
+    return Document.objects.filter(granted.documents(), path=path).first()
 
 
 def _place(caller: Caller, path: str, *, writing: bool) -> Place:
@@ -242,42 +406,43 @@ def _place(caller: Caller, path: str, *, writing: bool) -> Place:
     )
 
 
-def _readable_global(caller: Caller, place: Place) -> Document | None:
-    if (
-        caller.is_system
-        or place.agent is not None
-        or not settings.MNEMO_GLOBAL_READABLE
-        or primary_only(place.path)
-    ):
+def _read_across(caller: Caller, place: Place) -> Document | None:
+    """The document at the place in the first granted scope that has one (for a user
+    without one of their own there)."""
+    if caller.is_system or place.agent is not None or primary_only(place.path):
         return None
-    return Document.objects.filter(user=None, agent=None, path=place.path).first()
+    for granted in granted_scopes(caller.user):
+        found = _document_in(granted, place.path)
+        if found is not None:
+            return found
+    return None
 
 
-def _reads_shared_version(caller: Caller, place: Place, version_id: int) -> bool:
-    """Whether the caller reads a company document at this place (the user has none of
-    their own there) and version_id is its newest version."""
-    shared = _readable_global(caller, place)
+def _reads_other_version(caller: Caller, place: Place, version_id: int) -> bool:
+    """Whether the caller reads another scope's document at this place (the user has none
+    of their own there) and version_id is its newest version."""
+    other = _read_across(caller, place)
     return (
-        shared is not None
+        other is not None
         and not Document.objects.filter(user=place.user, agent=None, path=place.path).exists()
-        and services.document_latest_version_id(shared) == version_id
+        and services.document_latest_version_id(other) == version_id
     )
 
 
-def _visible_rows(caller: Caller, folder: str) -> list[TreeRow]:
-    prefix = f"{folder}/" if folder else ""
+def _visible_rows(caller: Caller, prefix: str, *, across: bool = True) -> list[TreeRow]:
     if caller.is_system:
-        return tree_rows(Document.objects.filter(user=None, agent=None, path__startswith=prefix))
+        return tree_rows(Document.objects.filter(global_documents(), path__startswith=prefix))
     own = tree_rows(Document.objects.filter(user=caller.user, agent=None, path__startswith=prefix))
     private = tree_rows(
         Document.objects.filter(user=caller.user, agent=caller.agent),
         under=caller.private_folder,
     )
     rows = own + [row for row in private if row.path.startswith(prefix)]
-    if settings.MNEMO_GLOBAL_READABLE:
-        taken = {row.path for row in own}
-        shared = tree_rows(
-            Document.objects.filter(shared_global_documents(), path__startswith=prefix)
-        )
-        rows += [row for row in shared if row.path not in taken]
+    if not across:
+        return rows
+    taken = {row.path for row in own}
+    for granted in granted_scopes(caller.user):
+        found = tree_rows(Document.objects.filter(granted.documents(), path__startswith=prefix))
+        rows += [row for row in found if row.path not in taken]
+        taken |= {row.path for row in found}
     return rows

@@ -1,4 +1,4 @@
-"""The turn pages, mounted under /turns/ (config/urls.py)."""
+"""The turn pages and the heartbeat's actions, mounted under /turns/ (config/urls.py)."""
 
 from django.urls import path
 
@@ -9,4 +9,8 @@ app_name = "learning"
 urlpatterns = [
     path("", views.turn_list_page, name="turns"),
     path("<int:turn_id>/", views.turn_page, name="turn"),
+    # The heartbeat (learning/heartbeat.py); its settings are on the Settings page.
+    path("heartbeat/run/", views.heartbeat_run_now, name="heartbeat_run"),
+    path("heartbeat/status/", views.heartbeat_status_panel, name="heartbeat_status"),
+    path("heartbeat/findings/", views.heartbeat_findings, name="heartbeat_findings"),
 ]

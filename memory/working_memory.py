@@ -173,12 +173,20 @@ AS_OF_NEEDS_A_ZONE = (
     "2025-06-03T17:00:00+08:00)."
 )
 AS_OF_IN_THE_FUTURE = "The time is in the future; give one up to now."
+AS_OF_OUT_OF_RANGE = "The time is out of range; give one between the years 1 and 9999."
 
 
 def check_as_of(as_of: object) -> datetime:
-    """`as_of` if it is an aware datetime not in the future; InvalidInput otherwise."""
+    """`as_of` in UTC if it is an aware datetime not in the future; InvalidInput otherwise.
+
+    In UTC because ISO 8601 allows offsets PostgreSQL refuses (beyond ±15:59, e.g.
+    -20:00), and a time in year 1 with a positive offset is before year 1 in UTC."""
     if not isinstance(as_of, datetime) or timezone.is_naive(as_of):
         raise InvalidInput(AS_OF_NEEDS_A_ZONE, field="as_of")
+    try:
+        as_of = as_of.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput(AS_OF_OUT_OF_RANGE, field="as_of") from None
     if as_of > timezone.now():
         raise InvalidInput(AS_OF_IN_THE_FUTURE, field="as_of")
     return as_of

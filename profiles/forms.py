@@ -12,6 +12,7 @@ from profiles.models import (
     MIN_TOKEN_BUDGET,
     Agent,
     AgentToken,
+    Profile,
 )
 from profiles.services import RANGE_MESSAGES
 
@@ -78,6 +79,28 @@ class LearningSettingsForm(forms.Form):
         error_messages=_range_errors(
             "llm_daily_tokens", MIN_LLM_DAILY_TOKENS, MAX_LLM_DAILY_TOKENS
         ),
+    )
+
+
+class HeartbeatSettingsForm(forms.Form):
+    """The Settings page's heartbeat: the switch and the webhook URL (checked, and saved, by
+    profiles.services.profile_set_heartbeat). `setting` names the form (see ReviewSettingForm)."""
+
+    setting = forms.ChoiceField(choices=[("heartbeat", "heartbeat")], widget=forms.HiddenInput)
+    heartbeat_enabled = forms.BooleanField(label="Run my heartbeat checklist", required=False)
+    notify_webhook_url = forms.CharField(
+        label="Notification webhook URL",
+        required=False,
+        strip=True,
+        max_length=Profile._meta.get_field("notify_webhook_url").max_length,
+    )
+
+
+class WebhookSecretForm(forms.Form):
+    """ "Rotate the signing secret": nothing to fill in but the form's name."""
+
+    setting = forms.ChoiceField(
+        choices=[("heartbeat-secret", "heartbeat-secret")], widget=forms.HiddenInput
     )
 
 

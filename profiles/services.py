@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -82,6 +83,72 @@ def profile_update(
             profile.llm_daily_tokens = llm_daily_tokens
         profile.save()
     return profile
+
+
+WEBHOOK_SCHEMES = ("http", "https")
+WEBHOOK_URL_MESSAGE = (
+    "The webhook URL must be an http:// or https:// address, e.g. https://example.com/hooks/mnemo."
+)
+
+
+@dataclass(frozen=True)
+class HeartbeatSettings:
+    profile: Profile
+    new_secret: str  # the webhook secret when it was made by this call (shown once), else ""
+
+
+def profile_set_heartbeat(
+    *, user: AbstractBaseUser, enabled: bool, webhook_url: str
+) -> HeartbeatSettings:
+    """Switch the heartbeat on or off and set (or clear, with "") the notification webhook.
+
+    InvalidInput on field "notify_webhook_url" for anything but an http(s) URL, and then
+    nothing is changed. The first URL saved makes the secret that signs the POSTs
+    (`secrets`); it is kept when the URL changes or is cleared, until rotated."""
+    url = _clean_webhook_url(webhook_url)
+    with transaction.atomic():
+        profile_for_user(user)
+        profile = Profile.objects.select_for_update().get(user=user)
+        profile.heartbeat_enabled = enabled
+        profile.notify_webhook_url = url
+        new_secret = ""
+        if url and not profile.webhook_secret:
+            new_secret = profile.webhook_secret = _webhook_secret()
+        fields = ["heartbeat_enabled", "notify_webhook_url", "webhook_secret", "updated_at"]
+        profile.save(update_fields=fields)
+    return HeartbeatSettings(profile=profile, new_secret=new_secret)
+
+
+def profile_rotate_webhook_secret(*, user: AbstractBaseUser) -> HeartbeatSettings:
+    """A new webhook secret, at once: POSTs from now on are signed with it only."""
+    with transaction.atomic():
+        profile_for_user(user)
+        profile = Profile.objects.select_for_update().get(user=user)
+        profile.webhook_secret = _webhook_secret()
+        profile.save(update_fields=["webhook_secret", "updated_at"])
+    return HeartbeatSettings(profile=profile, new_secret=profile.webhook_secret)
+
+
+def _webhook_secret() -> str:
+    return secrets.token_hex(32)  # 64 hex characters, Profile.webhook_secret's length
+
+
+def _clean_webhook_url(raw: object) -> str:
+    if not isinstance(raw, str):
+        raise InvalidInput(WEBHOOK_URL_MESSAGE, field="notify_webhook_url")
+    url = raw.strip()
+    if not url:
+        return ""
+    max_length = Profile._meta.get_field("notify_webhook_url").max_length or 500
+    if len(url) > max_length:
+        raise InvalidInput(
+            f"The webhook URL is longer than {max_length} characters.", field="notify_webhook_url"
+        )
+    try:
+        URLValidator(schemes=WEBHOOK_SCHEMES)(url)
+    except ValidationError:
+        raise InvalidInput(WEBHOOK_URL_MESSAGE, field="notify_webhook_url") from None
+    return url
 
 
 RANGE_MESSAGES = {

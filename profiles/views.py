@@ -28,17 +28,21 @@ from lib.pages import render_page
 from profiles.forms import (
     AgentForm,
     AgentLearningForm,
+    HeartbeatSettingsForm,
     LearningSettingsForm,
     MemoryPauseForm,
     ReviewSettingForm,
     SignupForm,
     TokenForm,
+    WebhookSecretForm,
 )
 from profiles.models import Agent, AgentToken, Profile
 from profiles.services import (
     agent_get_or_create,
     agent_set_learning,
     profile_for_user,
+    profile_rotate_webhook_secret,
+    profile_set_heartbeat,
     profile_update,
     signup_create_user,
     token_create,
@@ -215,9 +219,20 @@ def _settings_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     return {
         "profile": profile,
         "learning_form": _learning_form(profile),
+        "heartbeat_form": _heartbeat_form(profile),
         "search_stats": search_stats(user=request.user),
         **extra,
     }
+
+
+def _heartbeat_form(profile: Profile) -> HeartbeatSettingsForm:
+    return HeartbeatSettingsForm(
+        initial={
+            "setting": "heartbeat",
+            "heartbeat_enabled": profile.heartbeat_enabled,
+            "notify_webhook_url": profile.notify_webhook_url,
+        }
+    )
 
 
 @login_required
@@ -262,10 +277,70 @@ def learning_settings(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @never_cache
 def settings_page(request: HttpRequest) -> HttpResponse:
-    """The page; a POST saves the review rule (the form on the page posts back to it)."""
+    """The page; a POST saves the form its `setting` names: the heartbeat, its webhook
+    secret's rotation, else the review rule (the forms on the page post back to it)."""
     if request.method == "POST":
+        setting = request.POST.get("setting")
+        if setting == "heartbeat":
+            return _heartbeat_setting_save(request)
+        if setting == "heartbeat-secret":
+            return _webhook_secret_rotate(request)
         return _review_setting_save(request)
     return render_page(request, SETTINGS_TEMPLATE, _settings_context(request))
+
+
+def _heartbeat_response(
+    request: HttpRequest, form: HeartbeatSettingsForm | None, *, status: int = 200, **extra: Any
+) -> HttpResponse:
+    """The heartbeat part (htmx) or the whole page, with the form as posted (an error) or
+    fresh. A response showing a new secret is never stored: it is shown this once."""
+    profile = profile_for_user(request.user)
+    heartbeat_form = form or _heartbeat_form(profile)
+    if request.htmx:
+        context = {"profile": profile, "heartbeat_form": heartbeat_form, **extra}
+        response = render_page(request, SETTINGS_TEMPLATE, context, partial="heartbeat")
+    else:
+        context = _settings_context(request, heartbeat_form=heartbeat_form, **extra)
+        response = render_page(request, SETTINGS_TEMPLATE, context, status=status)
+    return _no_store(response) if extra.get("new_webhook_secret") else response
+
+
+def _heartbeat_setting_save(request: HttpRequest) -> HttpResponse:
+    """Save the heartbeat switch and the webhook URL through profile_set_heartbeat; a URL
+    that is not http(s) keeps everything as it was and says why."""
+    form = HeartbeatSettingsForm(request.POST)
+    saved = None
+    if form.is_valid():
+        try:
+            saved = profile_set_heartbeat(
+                user=request.user,
+                enabled=form.cleaned_data["heartbeat_enabled"],
+                webhook_url=form.cleaned_data["notify_webhook_url"],
+            )
+        except InvalidInput as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+    if saved is None:
+        return _heartbeat_response(request, form, status=400)
+    if saved.profile.heartbeat_enabled:
+        message = "Saved. Your heartbeat checklist runs on its schedule."
+    else:
+        message = "Saved. The heartbeat is off: your checklist does not run on its schedule."
+    if saved.new_secret or request.htmx:
+        return _heartbeat_response(
+            request, None, heartbeat_message=message, new_webhook_secret=saved.new_secret
+        )
+    messages.success(request, message)
+    return redirect("settings")
+
+
+def _webhook_secret_rotate(request: HttpRequest) -> HttpResponse:
+    if not WebhookSecretForm(request.POST).is_valid():
+        return _heartbeat_response(request, None, status=400, heartbeat_error=True)
+    saved = profile_rotate_webhook_secret(user=request.user)
+    message = "A new signing secret is in use: update your receiver with it now."
+    return _heartbeat_response(
+        request, None, heartbeat_message=message, new_webhook_secret=saved.new_secret
+    )
 
 
 def _review_setting_save(request: HttpRequest) -> HttpResponse:

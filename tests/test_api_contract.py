@@ -15,6 +15,7 @@ from context.services import document_write
 from memory.models import Memory
 from memory.services import memory_upsert
 from profiles.models import Agent
+from work.services import work_create
 
 pytestmark = pytest.mark.django_db
 
@@ -38,8 +39,11 @@ WORKSPACE_TOOLS = [
     "memory_tree",
     "memory_write",
 ]
-SEARCH_TOOLS = ["memory_search", "promote_memory", "search_memory"]
-TOOLS = sorted(MEMORY_TOOLS + WORKSPACE_TOOLS + SEARCH_TOOLS)
+SEARCH_TOOLS = ["ask_memory", "memory_search", "promote_memory", "search_memory"]
+WORK_TOOLS = ["create_work", "get_work", "list_work", "update_work"]
+SESSION_TOOLS = ["complete_bootstrap"]
+TOOLS = sorted(MEMORY_TOOLS + WORKSPACE_TOOLS + SEARCH_TOOLS + WORK_TOOLS + SESSION_TOOLS)
+SEEDED_WORK = "<the seeded work item's id>"  # swapped for it in the calls below
 
 
 def test_schema_validates_without_warnings(tmp_path):
@@ -58,6 +62,7 @@ def test_schema_validates_without_warnings(tmp_path):
             "report_turn",
             "get_turn",
             "get_profile_memory",
+            "get_system_prompt",
         ]
     )
     for path, item in schema["paths"].items():
@@ -96,6 +101,21 @@ def test_swagger_ui_is_served_without_a_cdn(client):
 
 # For every tool: a call its schema accepts, and one it refuses.
 CALLS = {
+    "ask_memory": (
+        {"question": "seed?", "max_tokens": 100},
+        {"question": "seed?", "max_tokens": 10},
+    ),
+    "create_work": (
+        {"title": "Report", "body": "# Findings", "kind": "report", "tags": ["q2"]},
+        {"title": "Report", "body": "# Findings", "kind": "heartbeat"},
+    ),
+    "list_work": ({"kind": "report", "limit": 5}, {"limit": 101}),
+    "get_work": ({"id": SEEDED_WORK}, {"id": "1"}),
+    "update_work": (
+        {"id": SEEDED_WORK, "status": "archived"},
+        {"id": SEEDED_WORK, "status": "gone"},
+    ),
+    "complete_bootstrap": ({}, {"path": "BOOTSTRAP.md"}),
     "create_memory": (
         {"key": "fact:tea", "value": "green tea", "confidence": 0.7, "tags": ["drinks"]},
         {"key": "fact:tea", "value": "green tea", "confidence": 1.0},
@@ -163,6 +183,14 @@ def test_manifest_schema_and_endpoint_agree(
     memory_upsert(user=alice, key="fact:seeded", value="seed", actor=Actor.for_agent(alice_agent))
     document_write(
         user=alice, path="notes/seeded.md", content="seed", actor=Actor.for_agent(alice_agent)
+    )
+    document_write(user=alice, path="BOOTSTRAP.md", content="ritual", actor=Actor.for_user(alice))
+    seeded = work_create(
+        user=alice, title="Seeded", body="seed", actor=Actor.for_agent(alice_agent)
+    )
+    valid, invalid = (
+        {field: seeded.pk if value == SEEDED_WORK else value for field, value in call.items()}
+        for call in (valid, invalid)
     )
     assert validator.is_valid(invalid) is False
     refused = call_tool(alice_token, name, invalid)

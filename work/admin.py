@@ -9,14 +9,14 @@ from django.http import HttpRequest
 from activity.actors import Actor
 from lib.errors import InvalidInput
 from profiles.services import agent_check_owner
-from work.models import WorkItem
-from work.services import work_create
+from work.models import WorkItem, WorkKind
+from work.services import work_create, work_update
 
 
 class WorkItemForm(forms.ModelForm):
     class Meta:
         model = WorkItem
-        fields = ("user", "agent", "title", "kind", "status", "body", "metadata")
+        fields = ("user", "agent", "title", "kind", "status", "tags", "body", "metadata")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -26,6 +26,12 @@ class WorkItemForm(forms.ModelForm):
                 agent_check_owner(agent=cleaned.get("agent"), user=user)
             except InvalidInput as error:
                 self.add_error(error.field, error.message)
+        kind = cleaned.get("kind")
+        was = self.instance.kind if self.instance.pk else None
+        if was is not None and kind != was and WorkKind.HEARTBEAT in (kind, was):
+            self.add_error(
+                "kind", "Heartbeat findings keep their kind, and no other item becomes one."
+            )
         return cleaned
 
 
@@ -33,7 +39,7 @@ class WorkItemForm(forms.ModelForm):
 class WorkItemAdmin(admin.ModelAdmin):
     form = WorkItemForm
     list_display = ("title", "user", "agent", "kind", "status", "created_at")
-    list_filter = ("kind", "status", "created_at")
+    list_filter = ("kind", "status", "agent", "created_at")
     search_fields = ("title", "user__username", "agent__name")
     list_select_related = ("user", "agent")
     autocomplete_fields = ("user", "agent")
@@ -46,19 +52,34 @@ class WorkItemAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: WorkItem, form: forms.ModelForm, change: bool
     ) -> None:
+        actor = Actor.for_user(request.user)
         if change:
-            super().save_model(request, obj, form, change)
+            # Through the service, so the work_updated event names what changed.
+            work_update(
+                user=obj.user,
+                pk=obj.pk,
+                actor=actor,
+                title=obj.title,
+                body=obj.body,
+                kind=obj.kind,
+                status=obj.status,
+                tags=obj.tags,
+            )
+            if {"agent", "metadata"} & set(form.changed_data):
+                WorkItem.objects.filter(pk=obj.pk).update(agent=obj.agent, metadata=obj.metadata)
+            obj.refresh_from_db()
             return
         # Through the service, so the work_created event is recorded.
         item = work_create(
             user=obj.user,
             title=obj.title,
             body=obj.body,
-            actor=Actor.for_user(request.user),
+            actor=actor,
             kind=obj.kind,
             status=obj.status,
             agent=obj.agent,
             metadata=obj.metadata,
+            tags=obj.tags,
         )
         obj.pk = item.pk
         obj.refresh_from_db()

@@ -1,6 +1,14 @@
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
+
+MAX_TITLE_LENGTH = 200
+MAX_BODY_LENGTH = 100_000  # characters of Markdown: a long report, not a data dump
+MAX_TAGS = 10
+MAX_TAG_LENGTH = 40
+TAG_PATTERN = r"[a-z0-9][a-z0-9_-]{0,39}"
 
 
 class WorkKind(models.TextChoices):
@@ -31,17 +39,27 @@ class WorkItem(models.Model):
         related_name="work_items",
         help_text="The agent that produced it, if any.",
     )
-    title = models.CharField(max_length=200)
+    title = models.CharField(max_length=MAX_TITLE_LENGTH)
     kind = models.CharField(max_length=16, choices=WorkKind.choices, default=WorkKind.REPORT)
     status = models.CharField(max_length=16, choices=WorkStatus.choices, default=WorkStatus.DONE)
     body = models.TextField(blank=True, help_text="Markdown.")
+    tags = ArrayField(
+        models.CharField(max_length=MAX_TAG_LENGTH),
+        default=list,
+        blank=True,
+        help_text="Labels of a-z, 0-9, '_' and '-', sorted, without repeats.",
+    )
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["user", "-created_at"], name="work_user_recent")]
+        indexes = [
+            models.Index(fields=["user", "-created_at"], name="work_user_recent"),
+            # The Work page's and list_work's filter by kind (heartbeat findings, …).
+            models.Index(fields=["user", "kind", "-created_at"], name="work_user_kind_recent"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=WorkKind.values), name="work_kind"),
             models.CheckConstraint(condition=Q(status__in=WorkStatus.values), name="work_status"),
@@ -50,3 +68,6 @@ class WorkItem(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("work_detail", args=[self.pk])

@@ -937,3 +937,19 @@ def test_preview_reads_a_time_in_utc_without_a_timezone_memory(as_alice, alice):
     body = as_alice.get(f"/preview/?as_of={wall_clock}", headers=HX).content.decode()
 
     assert "The time is in the future; give one up to now." in body
+
+
+def test_as_of_takes_any_iso_offset_and_refuses_what_utc_cannot_hold(client, alice_token):
+    """ISO 8601 allows offsets PostgreSQL refuses (beyond ±15:59); the API compares in UTC."""
+    headers = {"Authorization": f"Bearer {alice_token}"}
+
+    far_offset = client.get(
+        "/api/v1/working-memory", {"as_of": "0873-02-05T00:00:00-20:00"}, headers=headers
+    )
+    before_year_one = client.get(
+        "/api/v1/working-memory", {"as_of": "0001-01-01T00:00:00+20:00"}, headers=headers
+    )
+
+    assert far_offset.status_code == 200
+    assert before_year_one.status_code == 400
+    assert "out of range" in before_year_one.json()["error"]["message"]

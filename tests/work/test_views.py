@@ -175,3 +175,141 @@ def test_post_is_not_allowed(client, alice, alice_work):
     client.force_login(alice)
     assert client.post("/work/").status_code == 405
     assert client.post(f"/work/{alice_work[0].pk}/").status_code == 405
+
+
+# --- filters: kind and agent; heartbeat findings ------------------------------------------
+
+
+@pytest.fixture
+def mixed_work(alice, alice_agent):
+    from tests.factories import AgentFactory
+
+    researcher = AgentFactory(user=alice, name="researcher")
+    report = work_create(user=alice, title="Report", body="r", actor=Actor.for_agent(alice_agent))
+    draft = work_create(
+        user=alice, title="Draft", body="d", kind=WorkKind.DRAFT, actor=Actor.for_agent(researcher)
+    )
+    finding = work_create(
+        user=alice,
+        title="Invoice overdue",
+        body="The invoice is **late**.",
+        kind=WorkKind.HEARTBEAT,
+        actor=Actor.system(),
+    )
+    return {"report": report, "draft": draft, "finding": finding, "researcher": researcher}
+
+
+def test_list_filters_by_kind(client, alice, mixed_work):
+    client.force_login(alice)
+    full = client.get("/work/?kind=draft")
+    partial = client.get("/work/?kind=heartbeat", headers=HX)
+
+    assert full.status_code == 200
+    assert "<html" in full.content.decode()
+    assert rows(full) == [mixed_work["draft"].pk]
+    assert '<option value="draft" selected>' in full.content.decode()
+    assert "<html" not in partial.content.decode()
+    assert rows(partial) == [mixed_work["finding"].pk]
+
+
+def test_list_filters_by_agent_and_by_no_agent(client, alice, alice_agent, mixed_work):
+    client.force_login(alice)
+    researcher = mixed_work["researcher"]
+
+    by_researcher = client.get(f"/work/?agent={researcher.pk}")
+    by_assistant = client.get(f"/work/?agent={alice_agent.pk}", headers=HX)
+    by_nobody = client.get("/work/?agent=none")
+    both = client.get(f"/work/?agent={alice_agent.pk}&kind=draft")
+
+    assert rows(by_researcher) == [mixed_work["draft"].pk]
+    assert f'<option value="{researcher.pk}" selected>researcher</option>' in (
+        by_researcher.content.decode()
+    )
+    assert rows(by_assistant) == [mixed_work["report"].pk]
+    assert rows(by_nobody) == [mixed_work["finding"].pk]
+    assert rows(both) == []
+    assert "No work matches this filter." in both.content.decode()
+
+
+def test_filter_form_works_without_javascript(client, alice, mixed_work):
+    client.force_login(alice)
+    html = client.get("/work/").content.decode()
+    assert '<form class="card filters" method="get" action="/work/"' in html
+    assert 'hx-get="/work/" hx-target="#work-list"' in html
+    assert '<button type="submit">Filter</button>' in html
+
+
+def test_filters_keep_their_query_on_the_next_page(client, alice):
+    WorkItemFactory.create_batch(55, user=alice, kind=WorkKind.SUMMARY)
+    WorkItemFactory(user=alice, kind=WorkKind.REPORT)
+    client.force_login(alice)
+    first = client.get("/work/?kind=summary")
+    html = first.content.decode()
+    assert len(rows(first)) == 50
+    assert 'href="/work/?kind=summary&amp;page=2"' in html
+    second = client.get("/work/?kind=summary&page=2")
+    assert len(rows(second)) == 5
+
+
+@pytest.mark.parametrize("query", ["kind=memo", "agent=abc"])
+def test_a_bad_filter_says_so(client, alice, mixed_work, query):
+    client.force_login(alice)
+    response = client.get(f"/work/?{query}")
+    assert response.status_code == 400
+    assert "This filter cannot be used" in response.content.decode()
+    assert rows(response) == []
+
+
+def test_bob_cannot_filter_by_alices_agent(client, alice_agent, bob, mixed_work):
+    WorkItemFactory(user=bob, title="Bob's")
+    client.force_login(bob)
+    response = client.get(f"/work/?agent={alice_agent.pk}")
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert rows(response) == []
+    assert "assistant" not in html.split('id="work-list"')[1]
+    assert "researcher" not in html
+
+
+def test_heartbeat_findings_stand_out(client, alice, mixed_work):
+    finding = mixed_work["finding"]
+    client.force_login(alice)
+    html = client.get("/work/").content.decode()
+
+    assert f'<tr id="work-{finding.pk}" class="finding">' in html
+    assert '<span class="badge finding">Heartbeat finding</span>' in html
+    assert "1 heartbeat finding not archived." in html
+    assert 'href="/work/?kind=heartbeat"' in html
+    assert f'<tr id="work-{mixed_work["report"].pk}">' in html
+
+    detail = client.get(f"/work/{finding.pk}/").content.decode()
+    assert 'id="finding-note"' in detail
+    assert "<strong>late</strong>" in detail
+    report = client.get(f"/work/{mixed_work['report'].pk}/").content.decode()
+    assert 'id="finding-note"' not in report
+
+
+def test_archived_findings_are_not_counted(client, alice, mixed_work):
+    from work.services import work_update
+
+    work_update(
+        user=alice,
+        pk=mixed_work["finding"].pk,
+        actor=Actor.for_user(alice),
+        status=WorkStatus.ARCHIVED,
+    )
+    client.force_login(alice)
+    html = client.get("/work/").content.decode()
+    assert "not archived." not in html
+    assert 'id="heartbeat-findings"' not in html
+    assert rows(client.get("/work/?kind=heartbeat")) == [mixed_work["finding"].pk]
+
+
+def test_tags_are_shown(client, alice, alice_agent):
+    item = work_create(
+        user=alice, title="Tagged", body="x", actor=Actor.for_agent(alice_agent), tags=["q2"]
+    )
+    client.force_login(alice)
+    assert '<span class="badge tag">q2</span>' in client.get("/work/").content.decode()
+    detail = client.get(f"/work/{item.pk}/").content.decode()
+    assert '<dt>Tags</dt><dd><span class="badge tag">q2</span></dd>' in detail

@@ -1,0 +1,391 @@
+"""The system prompt for an agent's session (`GET /api/v1/system-prompt`), and the end of the
+first-run ritual (`complete_bootstrap`).
+
+The prompt is made of parts, shown in a fixed order, each under its own `## ` heading:
+
+1. the identity files IDENTITY.md, SOUL.md, AGENTS.md, USER.md, TOOLS.md and BOOTSTRAP.md,
+   read from the user's own documents only (never a shared or the global scope, even where
+   the user has none: a missing or blank file is simply absent);
+2. the working-memory block (memory/working_memory.py);
+3. the consolidated profile USER_MEMORY.md, when one is stored (learning/profile.py);
+4. the calling agent's own AGENT_MEMORY.md;
+5. MEMORY.md;
+6. today's and yesterday's daily logs, dates in the user's time zone;
+7. a short fixed note on the memory tools.
+
+The whole never exceeds the budget, counted with the working memory's counter
+(lib/tokenizer.py). Room goes first to the tools note, the identity files and the working
+memory (the identity files leave the working memory room for its smallest rendering; it is
+then rendered within what is left, up to the user's own working-memory budget), then to the
+profile, the agent's notes and MEMORY.md, then to the logs. A daily log that does not fit
+loses its oldest lines first (whole lines); any other part that does not fit is left out
+whole and named in `omitted`, never cut mid-line.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.utils import timezone
+
+from activity import events
+from activity.actors import Actor
+from context.selectors import daily_log_path
+from context.services import (
+    AGENT_MEMORY_PATH,
+    MEMORY_PATH,
+    agent_memory_get,
+    document_delete,
+    document_list,
+    user_timezone,
+)
+from learning.profile import PROFILE_PATH, load_profile
+from lib.errors import InvalidInput, LLMNotConfigured, NotFound
+from lib.tokenizer import TokenCounter, get_token_counter
+from memory.working_memory import OVER_BUDGET, WorkingMemory, build_working_memory
+from profiles.models import MIN_TOKEN_BUDGET
+from profiles.services import profile_for_user
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+    from context.models import DocumentVersion
+    from profiles.models import Agent
+
+# The identity files, in the order the prompt shows them. HEARTBEAT.md is an identity file
+# too (never read from another scope), but it is the heartbeat's checklist, not the prompt's.
+IDENTITY_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md")
+BOOTSTRAP_PATH = "BOOTSTRAP.md"
+
+DEFAULT_BUDGET = 4000
+# The smallest budget still leaves the working memory its smallest rendering
+# (MIN_TOKEN_BUDGET) beside the tools note and a few hundred tokens of identity.
+MIN_BUDGET = 1000
+MAX_BUDGET = 32000
+
+WORKING_MEMORY_TITLE = "Working memory"
+TOOLS_NOTE_TITLE = "Memory tools"
+# The real tool names (tests check each one against the API schema).
+TOOLS_NOTE = (
+    "Before answering a question about earlier conversations or prior work, search first: "
+    "search_memory for what you know about the user (facts, preferences, decisions) and "
+    "memory_search for documents and daily logs. Keep what is worth remembering with "
+    "memory_store, and report each finished turn with report_turn (POST /api/v1/turns) so "
+    "Mnemo can learn from it."
+)
+BOOTSTRAP_NOTE = (
+    "(This is your first-run ritual. Once you have done what it asks, call the "
+    "complete_bootstrap tool: BOOTSTRAP.md is then deleted and no longer shown here.)"
+)
+# Charged per part for the line break that joins it to the next one.
+_SEPARATOR_TOKENS = 1
+
+
+class PartKind(StrEnum):
+    IDENTITY = "identity"
+    WORKING_MEMORY = "working_memory"
+    PROFILE = "profile"
+    AGENT_MEMORY = "agent_memory"
+    MEMORY = "memory"
+    DAILY_LOG = "daily_log"
+    TOOLS_NOTE = "tools_note"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the prompt: what it is, its tokens and whether it made it in.
+
+    `tokens` is what the part takes in the prompt (heading included) when included, and
+    what it would have taken when left out. `cut`: a daily log lost its oldest lines, the
+    working memory left memories out, or the profile lost bullets to its own budget."""
+
+    name: str
+    kind: PartKind
+    text: str  # as shown, heading included; "" when left out
+    tokens: int
+    included: bool
+    cut: bool
+
+
+@dataclass(frozen=True)
+class OmittedPart:
+    name: str
+    tokens: int  # what it would have taken
+    reason: str  # "over_budget"
+
+
+@dataclass(frozen=True)
+class SystemPrompt:
+    text: str
+    tokens: int
+    budget: int
+    counter: str  # what counted the tokens (lib/tokenizer.py)
+    parts: list[Part]  # in the prompt's order, left-out ones included
+    omitted: list[OmittedPart]
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A part before fitting: its heading's title and its body."""
+
+    name: str
+    kind: PartKind
+    title: str
+    body: str
+    cut: bool = False
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """Everything the prompt may show, read once (fitting may run more than once)."""
+
+    user: AbstractBaseUser
+    identity: list[_Source]
+    after_working_memory: list[_Source]  # profile, agent memory, MEMORY.md: whole or nothing
+    logs: list[_Source]  # today's, then yesterday's: cut by lines
+    working_memory_budget: int  # the user's own setting, the block's most
+    working_memory_floor: WorkingMemory  # the block at its smallest budget
+
+
+def build_system_prompt(
+    *, agent: Agent, budget: int = DEFAULT_BUDGET, now: datetime.datetime | None = None
+) -> SystemPrompt:
+    """The prompt for this agent's session, within `budget` tokens (MIN_BUDGET to MAX_BUDGET)."""
+    budget = _check_budget(budget)
+    sources = _read_sources(agent, now or timezone.now())
+    counter = get_token_counter()
+    # Parts are counted one by one; tokens can merge or split where they are joined, so the
+    # whole is counted too, and in the rare case it is over, fitted again into less room.
+    room = budget
+    while True:
+        parts = _fit(sources, room, counter)
+        text = "\n".join(part.text for part in parts if part.included)
+        tokens = counter.count(text)
+        if tokens <= budget:
+            break
+        room -= tokens - budget
+    return SystemPrompt(
+        text=text,
+        tokens=tokens,
+        budget=budget,
+        counter=counter.name,
+        parts=parts,
+        omitted=[
+            OmittedPart(name=part.name, tokens=part.tokens, reason=OVER_BUDGET)
+            for part in parts
+            if not part.included
+        ],
+    )
+
+
+def bootstrap_complete(*, agent: Agent) -> DocumentVersion:
+    """End the first-run ritual: delete the user's own BOOTSTRAP.md (its last content stays
+    in the returned version, to restore) and record `bootstrap_completed`, together.
+
+    NotFound when the user has no BOOTSTRAP.md (already completed, or never set up)."""
+    actor = Actor.for_agent(agent)
+    with transaction.atomic():
+        try:
+            version = document_delete(user=agent.user, agent=None, path=BOOTSTRAP_PATH, actor=actor)
+        except NotFound:
+            raise NotFound(
+                f"There is no {BOOTSTRAP_PATH} in the user's documents: the first-run ritual "
+                "is already complete, or was never set up. Nothing was changed."
+            ) from None
+        events.bootstrap_completed(user=agent.user, actor=actor, version_id=version.pk)
+    return version
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _read_sources(agent: Agent, now: datetime.datetime) -> _Sources:
+    user = agent.user
+    today, yesterday = _daily_paths(user, now)
+    # One statement over the user's own scope (user set, agent none): no other scope can
+    # answer, so a company SOUL.md never stands in for a missing one.
+    bodies = dict(
+        document_list(user=user, agent=None)
+        .filter(path__in=[*IDENTITY_FILES, MEMORY_PATH, today, yesterday])
+        .values_list("path", "body")
+    )
+    identity = [
+        _Source(
+            name=path,
+            kind=PartKind.IDENTITY,
+            title=path,
+            body=_with_bootstrap_note(path, bodies[path]),
+        )
+        for path in IDENTITY_FILES
+        if _present(bodies.get(path))
+    ]
+    after: list[_Source] = []
+    profile = _stored_profile(user)
+    if profile is not None:
+        after.append(profile)
+    agent_memory = agent_memory_get(agent=agent)
+    if agent_memory is not None and _present(agent_memory.body):
+        after.append(
+            _Source(AGENT_MEMORY_PATH, PartKind.AGENT_MEMORY, AGENT_MEMORY_PATH, agent_memory.body)
+        )
+    if _present(bodies.get(MEMORY_PATH)):
+        after.append(_Source(MEMORY_PATH, PartKind.MEMORY, MEMORY_PATH, bodies[MEMORY_PATH]))
+    logs = [
+        _Source(path, PartKind.DAILY_LOG, f"{path} ({day})", bodies[path])
+        for path, day in ((today, "today"), (yesterday, "yesterday"))
+        if _present(bodies.get(path))
+    ]
+    return _Sources(
+        user=user,
+        identity=identity,
+        after_working_memory=after,
+        logs=logs,
+        working_memory_budget=profile_for_user(user).token_budget,
+        working_memory_floor=build_working_memory(user=user, budget=MIN_TOKEN_BUDGET),
+    )
+
+
+def _daily_paths(user: AbstractBaseUser, now: datetime.datetime) -> tuple[str, str]:
+    """Today's and yesterday's daily/YYYY-MM-DD.md in the user's time zone.
+
+    Yesterday is the local date before today's, named by noon of that day: `now` minus 24
+    hours would land two dates back just after a 23-hour (daylight-saving) day."""
+    zone = user_timezone(user)
+    local_day = now.astimezone(zone).date() - datetime.timedelta(days=1)
+    noon_yesterday = datetime.datetime.combine(local_day, datetime.time(12), tzinfo=zone)
+    return daily_log_path(user=user, now=now), daily_log_path(user=user, now=noon_yesterday)
+
+
+def _stored_profile(user: AbstractBaseUser) -> _Source | None:
+    """The consolidated profile, when one is stored. Without one there is nothing to show:
+    the empty profile (an LLM is configured) and LLMNotConfigured (none is) alike."""
+    try:
+        loaded = load_profile(user)
+    except LLMNotConfigured:
+        return None
+    if not loaded.exists or not _present(loaded.text):
+        return None
+    return _Source(PROFILE_PATH, PartKind.PROFILE, PROFILE_PATH, loaded.text, cut=loaded.cut)
+
+
+def _present(body: str | None) -> bool:
+    return body is not None and bool(body.strip())
+
+
+def _with_bootstrap_note(path: str, body: str) -> str:
+    if path != BOOTSTRAP_PATH:
+        return body
+    return f"{body.rstrip()}\n\n{BOOTSTRAP_NOTE}"
+
+
+def _check_budget(budget: object) -> int:
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise InvalidInput("Budget must be a whole number of tokens.", field="budget")
+    if not MIN_BUDGET <= budget <= MAX_BUDGET:
+        raise InvalidInput(
+            f"Budget must be between {MIN_BUDGET} and {MAX_BUDGET} tokens.", field="budget"
+        )
+    return budget
+
+
+# --- fitting ------------------------------------------------------------------------------
+
+
+def _render(title: str, body: str) -> str:
+    body = body.strip("\n").rstrip()
+    return f"## {title}\n\n{body}\n" if body else f"## {title}\n"
+
+
+class _Room:
+    """The tokens left, and the parts made while spending them."""
+
+    def __init__(self, room: int, counter: TokenCounter) -> None:
+        self.left = room
+        self.counter = counter
+
+    def tokens(self, text: str) -> int:
+        return self.counter.count(text)
+
+    def cost(self, text: str) -> int:
+        """What the text takes in the prompt, the line break joining it to the next included."""
+        return self.tokens(text) + _SEPARATOR_TOKENS
+
+    def whole(self, source: _Source, *, reserve: int = 0) -> Part:
+        """The source in full if it fits and leaves `reserve`, else left out."""
+        text = _render(source.title, source.body)
+        tokens = self.tokens(text)
+        if tokens + _SEPARATOR_TOKENS > self.left - reserve:
+            return Part(source.name, source.kind, "", tokens, included=False, cut=False)
+        self.left -= tokens + _SEPARATOR_TOKENS
+        return Part(source.name, source.kind, text, tokens, included=True, cut=source.cut)
+
+    def newest_lines(self, source: _Source) -> Part:
+        """As many of the source's last lines as fit (the oldest go first), never a part of
+        one; left out when not even the newest fits."""
+        lines = source.body.strip("\n").rstrip().split("\n")
+
+        def render(kept: int) -> str:
+            shown = lines[len(lines) - kept :]
+            if kept < len(lines):
+                left_out = len(lines) - kept
+                noun = "line" if left_out == 1 else "lines"
+                shown = [f"({left_out} earlier {noun} left out to fit the budget)", *shown]
+            return _render(source.title, "\n".join(shown))
+
+        # The most lines that fit, by bisection (the count grows with the lines kept); only a
+        # count that was seen to fit is kept, so the part never overruns what is left.
+        low, high = 0, len(lines)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.cost(render(middle)) <= self.left:
+                low = middle
+            else:
+                high = middle - 1
+        if low == 0:
+            full = self.tokens(render(len(lines)))
+            return Part(source.name, source.kind, "", full, included=False, cut=False)
+        text = render(low)
+        tokens = self.tokens(text)
+        self.left -= tokens + _SEPARATOR_TOKENS
+        return Part(source.name, source.kind, text, tokens, included=True, cut=low < len(lines))
+
+
+def _fit(sources: _Sources, room: int, counter: TokenCounter) -> list[Part]:
+    """The parts in the prompt's order, each included or not, spending `room` by priority."""
+    spend = _Room(room, counter)
+    note = spend.whole(_Source(TOOLS_NOTE_TITLE, PartKind.TOOLS_NOTE, TOOLS_NOTE_TITLE, TOOLS_NOTE))
+    floor = sources.working_memory_floor
+    # The identity files leave the working memory the room of its smallest rendering.
+    reserve = spend.cost(_render(WORKING_MEMORY_TITLE, floor.text)) if floor.text else 0
+    identity = [spend.whole(source, reserve=reserve) for source in sources.identity]
+    working_memory = [_working_memory(spend, sources)] if floor.text else []
+    after = [spend.whole(source) for source in sources.after_working_memory]
+    logs = [spend.newest_lines(source) for source in sources.logs]
+    return [*identity, *working_memory, *after, *logs, note]
+
+
+def _working_memory(spend: _Room, sources: _Sources) -> Part:
+    """The block rendered within what is left: at most the user's own working-memory budget,
+    at least its smallest rendering (left out only when even that does not fit)."""
+    heading = spend.tokens(_render(WORKING_MEMORY_TITLE, ""))
+    budget = min(sources.working_memory_budget, spend.left - heading - _SEPARATOR_TOKENS)
+    while True:
+        block = sources.working_memory_floor
+        if budget > MIN_TOKEN_BUDGET:
+            block = build_working_memory(user=sources.user, budget=budget)
+        text = _render(WORKING_MEMORY_TITLE, block.text)
+        overrun = spend.cost(text) - spend.left
+        # The block and its heading may count a token or two more together than apart.
+        if overrun <= 0 or budget <= MIN_TOKEN_BUDGET:
+            break
+        budget -= overrun
+    cut = any(item.reason == OVER_BUDGET for item in block.omitted)
+    return spend.whole(
+        _Source(
+            WORKING_MEMORY_TITLE, PartKind.WORKING_MEMORY, WORKING_MEMORY_TITLE, block.text, cut=cut
+        )
+    )
