@@ -141,12 +141,40 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str, int | None]:
         path = payload.get("path") or payload.get("document") or ""
         verb = "Wrote" if kind == EventType.DOCUMENT_WRITTEN else "Deleted"
         return verb, _text(path, 100), "", None
+    if kind in WORKSPACE_EVENTS:
+        return _describe_workspace(kind, payload)
     parts = [
         f"{name}: {_text(value, 60)}"
         for name, value in sorted(payload.items())
         if isinstance(value, str | int | float | bool) and not name.endswith("_id")
     ]
     return "", "", _text(", ".join(parts)), None
+
+
+WORKSPACE_EVENTS = {
+    EventType.WORK_UPDATED,
+    EventType.HEARTBEAT_OK,
+    EventType.HEARTBEAT_FINDING,
+    EventType.HEARTBEAT_FAILED,
+    EventType.BOOTSTRAP_COMPLETED,
+}
+
+
+def _describe_workspace(kind: str, payload: dict[str, Any]) -> tuple[str, str, str, int | None]:
+    """The heartbeat, work updates and the bootstrap, as (verb, subject, detail, work id)."""
+    work_id = payload.get("work_id")
+    work_id = work_id if isinstance(work_id, int) and not isinstance(work_id, bool) else None
+    if kind == EventType.WORK_UPDATED:
+        fields = payload.get("fields")
+        changed = ", ".join(_text(f, 20) for f in fields) if isinstance(fields, list) else ""
+        return "Updated", _text(payload.get("title")) or "Untitled", changed, work_id
+    if kind == EventType.HEARTBEAT_OK:
+        return "Heartbeat: nothing needs you", "", "", None
+    if kind == EventType.HEARTBEAT_FINDING:
+        return "Heartbeat finding:", _text(payload.get("title")) or "Untitled", "", work_id
+    if kind == EventType.HEARTBEAT_FAILED:
+        return "Heartbeat failed", "", _text(payload.get("reason"), 200), None
+    return "Finished the first-run ritual: deleted", "BOOTSTRAP.md", "a version is kept", None
 
 
 def _count(value: object) -> int:

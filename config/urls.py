@@ -28,7 +28,7 @@ urlpatterns = [
     path("activity/", include("activity.urls")),
     path("work/", include("work.urls")),
     path("documents/", include("context.urls")),
-    path("turns/", include("learning.urls")),
+    path("", include("learning.urls")),
     path("search/", search_page, name="search"),
     path("", include("profiles.urls")),
 ]

@@ -1,4 +1,5 @@
-"""The turn pages and the heartbeat's actions, mounted under /turns/ (config/urls.py)."""
+"""The turn pages (/turns/) and the heartbeat's actions (/heartbeat/), mounted at the root
+(config/urls.py)."""
 
 from django.urls import path
 
@@ -7,8 +8,8 @@ from learning import views
 app_name = "learning"
 
 urlpatterns = [
-    path("", views.turn_list_page, name="turns"),
-    path("<int:turn_id>/", views.turn_page, name="turn"),
+    path("turns/", views.turn_list_page, name="turns"),
+    path("turns/<int:turn_id>/", views.turn_page, name="turn"),
     # The heartbeat (learning/heartbeat.py); its settings are on the Settings page.
     path("heartbeat/run/", views.heartbeat_run_now, name="heartbeat_run"),
     path("heartbeat/status/", views.heartbeat_status_panel, name="heartbeat_status"),

@@ -178,8 +178,9 @@ def test_system_events_and_unknown_payloads(client, alice):
     client.force_login(alice)
     html = client.get("/activity/").content.decode()
     assert '<span class="badge">system</span>' in html
-    assert "Heartbeat OK" in html
-    assert "checked: 3, note: &lt;b&gt;ok&lt;/b&gt;" in html
+    assert "Heartbeat OK" in html  # the filter's label
+    assert "Heartbeat: nothing needs you" in html  # an unexpected payload changes nothing
+    assert "<b>ok</b>" not in html
 
 
 def test_post_is_not_allowed(client, alice):
@@ -250,3 +251,33 @@ def test_a_rename_is_described_with_both_keys(client, alice):
     html = client.get("/activity/").content.decode()
 
     assert _what(html, event) == "Renamed fact:oat-milk to <code>preference:oat-milk</code>"
+
+
+def test_workspace_events_read_as_sentences(client, alice, alice_agent):
+    from activity import events
+    from activity.actors import Actor
+    from work.services import work_create
+
+    item = work_create(
+        user=alice, title="Q3 <report>", body="x", actor=Actor.for_agent(alice_agent)
+    )
+    events.work_updated(
+        user=alice,
+        actor=Actor.for_agent(alice_agent),
+        work_id=item.pk,
+        title=item.title,
+        fields=["body", "status"],
+    )
+    events.heartbeat_ok(user=alice, run_id=1)
+    events.heartbeat_failed(user=alice, run_id=2, reason="the model did not answer")
+    events.bootstrap_completed(user=alice, actor=Actor.for_agent(alice_agent), version_id=9)
+    client.force_login(alice)
+
+    body = client.get("/activity/").content.decode()
+
+    assert f'Updated <a href="/work/{item.pk}/">Q3 &lt;report&gt;</a>' in body
+    assert "(body, status)" in body
+    assert "Heartbeat: nothing needs you" in body
+    assert "Heartbeat failed" in body
+    assert "the model did not answer" in body
+    assert "Finished the first-run ritual: deleted <code>BOOTSTRAP.md</code>" in body

@@ -535,7 +535,7 @@ def test_settings_show_the_last_run_and_the_next(client, alice, llm_server):
 def test_run_now_sends_a_run_that_runs_once(client, alice, llm_server, sent):
     write(alice, "HEARTBEAT.md", CHECKLIST)  # the heartbeat is off: Run now runs it anyway
     client.force_login(alice)
-    response = client.post("/turns/heartbeat/run/", headers=HX)
+    response = client.post("/heartbeat/run/", headers=HX)
     html = response.content.decode()
     assert response.status_code == 200
     assert html.strip().startswith('<section id="heartbeat-status"')
@@ -554,16 +554,16 @@ def test_run_now_sends_a_run_that_runs_once(client, alice, llm_server, sent):
 
 def test_run_now_without_a_checklist_is_refused(client, alice, sent):
     client.force_login(alice)
-    response = client.post("/turns/heartbeat/run/")
+    response = client.post("/heartbeat/run/")
     assert response.status_code == 302
     assert sent == []
     assert "HEARTBEAT.md is empty or missing" in client.get("/settings/").content.decode()
 
 
 def test_run_now_needs_a_post_and_a_login(client, alice, sent):
-    assert client.post("/turns/heartbeat/run/").status_code == 302  # to the login page
+    assert client.post("/heartbeat/run/").status_code == 302  # to the login page
     client.force_login(alice)
-    assert client.get("/turns/heartbeat/run/").status_code == 405
+    assert client.get("/heartbeat/run/").status_code == 405
     assert sent == []
 
 
@@ -577,14 +577,14 @@ def test_the_navigation_counts_unseen_findings_until_opened(client, alice, bob, 
     client.force_login(alice)
     html = client.get("/activity/").content.decode()
     assert (
-        '<a id="nav-work" href="/turns/heartbeat/findings/" aria-label="Work, 2 new heartbeat '
+        '<a id="nav-work" href="/heartbeat/findings/" aria-label="Work, 2 new heartbeat '
         'findings">Work <span class="badge" aria-hidden="true">2</span></a>'
     ) in html
     client.force_login(bob)  # bob sees none of alice's
     assert '<a id="nav-work" href="/work/">Work</a>' in client.get("/activity/").content.decode()
 
     client.force_login(alice)
-    response = client.get("/turns/heartbeat/findings/")
+    response = client.get("/heartbeat/findings/")
     assert response.status_code == 302
     assert response["Location"] == "/work/?kind=heartbeat"
     assert '<a id="nav-work" href="/work/">Work</a>' in client.get("/activity/").content.decode()
