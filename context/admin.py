@@ -11,7 +11,12 @@ from activity.actors import Actor
 from activity.admin import AppendOnlyAdmin
 from context.models import Document, DocumentChunk, DocumentVersion, ScopeGrant, SharedScope
 from context.paths import InvalidPath, normalize_path
-from context.services import document_delete, document_write
+from context.services import (
+    document_delete,
+    document_write,
+    scope_grant_revoke,
+    scope_grant_set,
+)
 from lib.errors import InvalidInput, NotFound
 from profiles.services import agent_check_owner
 
@@ -153,6 +158,28 @@ class SharedScopeAdmin(admin.ModelAdmin):
     @admin.display(description="grants", ordering="grant_total")
     def grant_count(self, obj: SharedScope) -> int:
         return obj.grant_total
+
+    def save_formset(
+        self, request: HttpRequest, form: forms.ModelForm, formset: Any, change: bool
+    ) -> None:
+        """Grants change through context/services.py, as the share_scope command's do."""
+        if formset.model is not ScopeGrant:
+            super().save_formset(request, form, formset, change)
+            return
+        scope = form.instance
+        # What the admin's change message lists (ModelAdmin.construct_change_message).
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        for grant_form in formset.forms:
+            data = grant_form.cleaned_data
+            if not data or not (grant_form.has_changed() or data.get("DELETE")):
+                continue
+            before = ScopeGrant.objects.filter(pk=grant_form.instance.pk).first()
+            if before is not None and (data.get("DELETE") or before.user_id != data["user"].pk):
+                scope_grant_revoke(scope=scope, user=before.user)
+                formset.deleted_objects.append(before)
+            if not data.get("DELETE"):
+                grant = scope_grant_set(scope=scope, user=data["user"], access=data["access"])
+                formset.new_objects.append(grant)
 
 
 @admin.register(DocumentVersion)

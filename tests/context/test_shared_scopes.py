@@ -562,3 +562,56 @@ def test_the_share_scope_command(alice, bob):
     with pytest.raises(CommandError):
         run("ops", "--grant", "alice", "--grant", "nobody")
     assert not ScopeGrant.objects.filter(user=alice).exists()
+
+
+def test_the_admin_grants_and_revokes_through_the_services(
+    client, superuser, alice, bob, monkeypatch
+):
+    from context import admin as context_admin
+
+    calls = []
+    for name in ("scope_grant_set", "scope_grant_revoke"):
+        real = getattr(context_admin, name)
+
+        def recorder(real=real, name=name, **kwargs):
+            calls.append((name, kwargs["user"].username))
+            return real(**kwargs)
+
+        monkeypatch.setattr(context_admin, name, recorder)
+    client.force_login(superuser)
+    form = {
+        "slug": "ops",
+        "description": "On call",
+        "grants-TOTAL_FORMS": "1",
+        "grants-INITIAL_FORMS": "0",
+        "grants-0-user": str(alice.pk),
+        "grants-0-access": "read_write",
+    }
+
+    added = client.post("/admin/context/sharedscope/add/", form)
+
+    assert added.status_code == 302, added.content.decode()[:2000]
+    scope = SharedScope.objects.get(slug="ops")
+    grant = ScopeGrant.objects.get(scope=scope)
+    assert (grant.user, grant.access) == (alice, "read_write")
+    changed = client.post(
+        f"/admin/context/sharedscope/{scope.pk}/change/",
+        {
+            "description": "On call",
+            "grants-TOTAL_FORMS": "1",
+            "grants-INITIAL_FORMS": "1",
+            "grants-0-id": str(grant.pk),
+            "grants-0-scope": str(scope.pk),
+            "grants-0-user": str(bob.pk),
+            "grants-0-access": "read",
+        },
+    )
+    assert changed.status_code == 302, changed.content.decode()[:2000]
+    assert list(ScopeGrant.objects.filter(scope=scope).values_list("user__username", "access")) == [
+        ("bob", "read")
+    ]
+    assert calls == [
+        ("scope_grant_set", "alice"),
+        ("scope_grant_revoke", "alice"),
+        ("scope_grant_set", "bob"),
+    ]
