@@ -267,6 +267,18 @@ def work_updated(
     )
 
 
+def work_deleted(
+    *, user: AbstractBaseUser, actor: Actor, work_id: int, title: str
+) -> ActivityEvent:
+    """A work item was deleted (an import in replace mode empties the account first)."""
+    return _record(
+        EventType.WORK_DELETED,
+        user=user,
+        actor=actor,
+        payload={"work_id": work_id, "title": title},
+    )
+
+
 def bootstrap_completed(
     *, user: AbstractBaseUser, actor: Actor, version_id: int | None
 ) -> ActivityEvent:

@@ -25,6 +25,7 @@ class EventType(models.TextChoices):
     HEARTBEAT_FAILED = "heartbeat_failed", "Heartbeat failed"
     WORK_UPDATED = "work_updated", "Work updated"
     BOOTSTRAP_COMPLETED = "bootstrap_completed", "Bootstrap completed"
+    WORK_DELETED = "work_deleted", "Work deleted"
 
 
 class AppendOnlyError(Exception):

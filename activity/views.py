@@ -157,6 +157,7 @@ WORKSPACE_EVENTS = {
     EventType.HEARTBEAT_FINDING,
     EventType.HEARTBEAT_FAILED,
     EventType.BOOTSTRAP_COMPLETED,
+    EventType.WORK_DELETED,
 }
 
 
@@ -168,6 +169,8 @@ def _describe_workspace(kind: str, payload: dict[str, Any]) -> tuple[str, str, s
         fields = payload.get("fields")
         changed = ", ".join(_text(f, 20) for f in fields) if isinstance(fields, list) else ""
         return "Updated", _text(payload.get("title")) or "Untitled", changed, work_id
+    if kind == EventType.WORK_DELETED:
+        return "Deleted work", _text(payload.get("title")) or "Untitled", "", None
     if kind == EventType.HEARTBEAT_OK:
         return "Heartbeat: nothing needs you", "", "", None
     if kind == EventType.HEARTBEAT_FINDING:

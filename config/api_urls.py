@@ -9,6 +9,7 @@ urlpatterns = [
     path("", include("context.api_urls")),
     path("", include("learning.api_urls")),
     path("", include("work.api_urls")),
+    path("", include("portability.api_urls")),
     path("tools", ToolManifestApi.as_view(), name="tool_manifest"),
     path("tools/<str:name>", UnknownToolApi.as_view(), name="unknown_tool"),
 ]

@@ -9,7 +9,20 @@ from django.conf import settings
 from config.wsgi import application as wsgi_application
 from lib.asgi import BufferedWSGI
 from lib.http_errors import refusal
+from mcp_bridge.http import McpEndpoint
+from mcp_bridge.server import DjangoBridge
 
-application = BufferedWSGI(
-    wsgi_application, max_body_bytes=settings.MNEMO_API_MAX_BODY_BYTES, refuse=refusal
-)
+
+def build_application() -> BufferedWSGI:
+    """Django behind lib/asgi.py's door, and the MCP server at /mcp, whose tool calls run
+    through the same Django on the same thread pool. (One per server: the MCP session
+    manager runs once.)"""
+    app = BufferedWSGI(
+        wsgi_application, max_body_bytes=settings.MNEMO_API_MAX_BODY_BYTES, refuse=refusal
+    )
+    bridge = DjangoBridge(wsgi_application, app.executor)
+    app.mount("/mcp", McpEndpoint(bridge, max_body_bytes=settings.MNEMO_API_MAX_BODY_BYTES))
+    return app
+
+
+application = build_application()

@@ -100,6 +100,8 @@ INSTALLED_APPS = [
     "search",
     "llm",
     "learning",
+    "mcp_bridge",
+    "portability",
 ]
 
 MIDDLEWARE = [

@@ -31,6 +31,7 @@ urlpatterns = [
     path("", include("learning.urls")),
     path("search/", search_page, name="search"),
     path("", include("profiles.urls")),
+    path("", include("portability.urls")),
 ]
 
 # Errors: `{"error": …}` JSON under /api/, a styled page elsewhere; a 500 caused by an

@@ -10,6 +10,11 @@ which measured two to three times slower here (bench/README.md).
 
 Requests that can be refused without Django are refused here, in the same shapes
 Django would use: `{"error": …}` JSON under /api/ and /mcp, a styled page elsewhere.
+
+A path can be mounted on another ASGI application (`mount`): /mcp is the MCP server
+(mcp_bridge/http.py), which reads its own body and runs each tool call through the same
+Django handler on this same thread pool. It gets the URL check and the declared-length
+check here; `aclose()` is awaited at lifespan shutdown.
 """
 
 from __future__ import annotations
@@ -20,12 +25,21 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class MountedApp(Protocol):
+    """An ASGI application served at one path, closed when the server shuts down."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+    async def aclose(self) -> None: ...
+
 
 MAX_URL_BYTES = 8192
 WSGI_THREADS = int(os.environ.get("MNEMO_WEB_THREADS", "4"))
@@ -47,10 +61,15 @@ class BufferedWSGI:
         self.max_body_bytes = max_body_bytes
         self.refuse = refuse
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="django")
+        self.mounts: dict[str, MountedApp] = {}
+
+    def mount(self, path: str, app: MountedApp) -> None:
+        """Serve `path` (exactly, with or without a trailing slash) with another ASGI app."""
+        self.mounts[path.rstrip("/")] = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await _lifespan(receive, send, on_shutdown=self._close_mounts)
             return
         if scope["type"] != "http":
             return
@@ -63,14 +82,18 @@ class BufferedWSGI:
         if declared is not None and declared > self.max_body_bytes:
             await self._refuse(send, scope, 413)
             return
+        mounted = self.mounts.get(scope["path"].rstrip("/")) if self.mounts else None
+        if mounted is not None:
+            await mounted(scope, receive, send)
+            return
         body = await self._read_body(receive)
         if body is None:
             await self._refuse(send, scope, 413)
             return
-        environ = _environ(scope, body)
+        environ = wsgi_environ(scope, body)
         loop = asyncio.get_running_loop()
         status, headers, result = await loop.run_in_executor(
-            self.executor, _start_wsgi, self.wsgi_app, environ
+            self.executor, call_wsgi, self.wsgi_app, environ
         )
         await send({"type": "http.response.start", "status": status, "headers": headers})
         if isinstance(result, bytes):
@@ -86,6 +109,10 @@ class BufferedWSGI:
         finally:
             await loop.run_in_executor(self.executor, _close, result)
         await send({"type": "http.response.body", "body": b""})
+
+    async def _close_mounts(self) -> None:
+        for app in self.mounts.values():
+            await app.aclose()
 
     async def _read_body(self, receive: Receive) -> bytes | None:
         """The whole body, or None once it passes the limit."""
@@ -118,7 +145,7 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-def _environ(scope: Scope, body: bytes) -> dict[str, Any]:
+def wsgi_environ(scope: Scope, body: bytes) -> dict[str, Any]:
     """A PEP 3333 environ for a complete request (CONTENT_LENGTH is the body read)."""
     server = scope.get("server") or ("localhost", 80)
     client = scope.get("client") or ("", 0)
@@ -156,7 +183,7 @@ def _environ(scope: Scope, body: bytes) -> dict[str, Any]:
     return environ
 
 
-def _start_wsgi(
+def call_wsgi(
     app: WSGIApp, environ: dict[str, Any]
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes | Iterator[bytes]]:
     """Call the app; a whole response comes back as bytes, a streaming one as an iterator."""
@@ -199,11 +226,14 @@ def _close(result: Any) -> None:
         close()
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
+async def _lifespan(
+    receive: Receive, send: Send, *, on_shutdown: Callable[[], Awaitable[None]]
+) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            await on_shutdown()
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -63,6 +63,7 @@ def test_schema_validates_without_warnings(tmp_path):
             "get_turn",
             "get_profile_memory",
             "get_system_prompt",
+            "export_account",
         ]
     )
     for path, item in schema["paths"].items():

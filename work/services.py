@@ -141,6 +141,18 @@ def work_update(
     return WorkUpdate(item=item, changed=changed)
 
 
+def work_delete(*, user: AbstractBaseUser, pk: int, actor: Actor) -> None:
+    """Delete one of the user's work items, with its `work_deleted` event; NotFound for an
+    id that is not the user's. Nothing keeps its text: export first to keep it."""
+    with transaction.atomic():
+        item = WorkItem.objects.select_for_update().filter(user=user, pk=pk).first()
+        if item is None:
+            raise NotFound(f"No work item with id {pk}.", field="id")
+        title = item.title
+        item.delete()
+        events.work_deleted(user=user, actor=actor, work_id=pk, title=title)
+
+
 def _clean_title(title: str) -> str:
     title = title.strip()
     if not title:

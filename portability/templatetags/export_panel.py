@@ -1,0 +1,33 @@
+"""The Settings page's "Download everything" panel: `{% load export_panel %}{% export_panel %}`.
+
+profiles/ never imports portability/ (it sits above), so the page loads this by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from portability import format as fmt
+from portability.export import export_counts
+
+register = template.Library()
+
+LABELS = {
+    fmt.MEMORIES: "memories",
+    fmt.MEMORY_HISTORY: "memory changes",
+    fmt.DOCUMENTS_DIR: "documents",
+    fmt.DOCUMENT_VERSIONS: "document versions",
+    fmt.WORK_DIR: "work items",
+    fmt.ACTIVITY: "activity events",
+    fmt.PROPOSALS: "proposals",
+}
+
+
+@register.inclusion_tag("portability/export_panel.html", takes_context=True)
+def export_panel(context: template.Context) -> dict[str, Any]:
+    """What an export of the signed-in user's account will hold, and the link to it."""
+    request = context.get("request")
+    user = getattr(request, "user", None) or context.get("user")
+    counts = export_counts(user) if user is not None and user.is_authenticated else {}
+    return {"counts": [(LABELS[name], n) for name, n in counts.items()]}
