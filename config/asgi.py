@@ -20,6 +20,8 @@ def build_application() -> BufferedWSGI:
     app = BufferedWSGI(
         wsgi_application, max_body_bytes=settings.MNEMO_API_MAX_BODY_BYTES, refuse=refusal
     )
+    # An account's archive is uploaded whole to the import page (portability/import_views.py).
+    app.allow_body("/settings/import/", settings.MNEMO_IMPORT_MAX_BYTES)
     bridge = DjangoBridge(wsgi_application, app.executor)
     app.mount("/mcp", McpEndpoint(bridge, max_body_bytes=settings.MNEMO_API_MAX_BODY_BYTES))
     return app

@@ -412,6 +412,9 @@ def _api_rate(name: str, default: str) -> str:
 MNEMO_API_RATE = _api_rate("MNEMO_API_RATE", "600/min")
 # Room for a 1 MB document even with every character JSON-escaped (\uXXXX).
 MNEMO_API_MAX_BODY_BYTES = 4 * 1024 * 1024
+# The import page takes a whole account's archive; the web front door holds an upload in
+# memory while it arrives (lib/asgi.py), so this bounds that memory too.
+MNEMO_IMPORT_MAX_BYTES = env_int("MNEMO_IMPORT_MAX_MB", default=256, minimum=1) * 1024 * 1024
 # Django refuses larger bodies before reading them (pages' form posts included).
 DATA_UPLOAD_MAX_MEMORY_SIZE = MNEMO_API_MAX_BODY_BYTES
 REST_FRAMEWORK = {

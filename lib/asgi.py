@@ -62,6 +62,14 @@ class BufferedWSGI:
         self.refuse = refuse
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="django")
         self.mounts: dict[str, MountedApp] = {}
+        self.body_limits: dict[str, int] = {}
+
+    def allow_body(self, path: str, max_bytes: int) -> None:
+        """A larger (or smaller) body limit for one path, exactly (e.g. an upload page)."""
+        self.body_limits[path.rstrip("/")] = max_bytes
+
+    def body_limit(self, path: str) -> int:
+        return self.body_limits.get(path.rstrip("/"), self.max_body_bytes)
 
     def mount(self, path: str, app: MountedApp) -> None:
         """Serve `path` (exactly, with or without a trailing slash) with another ASGI app."""
@@ -79,14 +87,15 @@ class BufferedWSGI:
             await self._refuse(send, scope, 414)
             return
         declared = _declared_length(scope)
-        if declared is not None and declared > self.max_body_bytes:
+        limit = self.body_limit(scope["path"])
+        if declared is not None and declared > limit:
             await self._refuse(send, scope, 413)
             return
         mounted = self.mounts.get(scope["path"].rstrip("/")) if self.mounts else None
         if mounted is not None:
             await mounted(scope, receive, send)
             return
-        body = await self._read_body(receive)
+        body = await self._read_body(receive, limit)
         if body is None:
             await self._refuse(send, scope, 413)
             return
@@ -114,7 +123,7 @@ class BufferedWSGI:
         for app in self.mounts.values():
             await app.aclose()
 
-    async def _read_body(self, receive: Receive) -> bytes | None:
+    async def _read_body(self, receive: Receive, limit: int) -> bytes | None:
         """The whole body, or None once it passes the limit."""
         parts, size = [], 0
         while True:
@@ -123,7 +132,7 @@ class BufferedWSGI:
                 return b"".join(parts)
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
+            if size > limit:
                 return None
             parts.append(chunk)
             if not message.get("more_body", False):

@@ -437,3 +437,17 @@ def test_the_job_page_polls_then_shows_the_summary(client, alice, bob):
     client.force_login(bob)
     assert client.get(job.url()).status_code == 404
     assert client.get("/settings/").content.decode().count('href="/settings/import/"') == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_web_door_lets_an_archive_through_to_the_import_page_only():
+    """lib/asgi.py refuses bodies over MNEMO_API_MAX_BODY_BYTES (4 MiB) everywhere but the
+    import page, which takes up to MNEMO_IMPORT_MAX_MB."""
+    from tests.test_errors import asgi_call
+
+    archive_sized = [(b"content-length", str(50 * 1024 * 1024).encode())]
+    too_big = [(b"content-length", str(300 * 1024 * 1024).encode())]
+
+    assert asgi_call("/settings/import/", archive_sized)[0] != 413
+    assert asgi_call("/settings/import/", too_big)[0] == 413
+    assert asgi_call("/settings/export/", archive_sized)[0] == 413
