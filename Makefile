@@ -45,6 +45,9 @@ bench: install
 	$(UV) run --frozen python bench/embeddings.py
 	$(UV) run --frozen python bench/duplicates.py
 	$(UV) run --frozen python bench/turns.py
+	$(UV) run --frozen python bench/mcp.py
+	$(UV) run --frozen python bench/export.py
+	$(UV) run --frozen python bench/import_archive.py
 	$(UV) run --frozen python bench/search.py
 	$(UV) run --frozen python bench/ingest.py
 	$(UV) run --frozen python bench/heavy.py
