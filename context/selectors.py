@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from context.models import Document, DocumentVersion, SharedScope
 from context.paths import InvalidPath, normalize_path
-from context.services import DAILY_FOLDER, NEWEST_FIRST, user_timezone
+from context.services import NEWEST_FIRST, daily_path, user_timezone
 from context.workspace import Granted, global_documents, granted_scopes
 from profiles.models import Agent
 
@@ -211,8 +211,7 @@ def versions_with_actors(versions: QuerySet[DocumentVersion]) -> QuerySet[Docume
 
 def daily_log_path(*, user: AbstractBaseUser, now: datetime.datetime | None = None) -> str:
     """daily/YYYY-MM-DD.md for today in the user's timezone, as append_daily_memory writes."""
-    local = (now or timezone.now()).astimezone(user_timezone(user))
-    return f"{DAILY_FOLDER}/{local:%Y-%m-%d}.md"
+    return daily_path((now or timezone.now()).astimezone(user_timezone(user)).date())
 
 
 @dataclass(frozen=True)

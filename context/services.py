@@ -431,10 +431,15 @@ def append_daily_memory(
     return document_append(
         user=user,
         agent=agent,
-        path=f"{DAILY_FOLDER}/{local:%Y-%m-%d}.md",
+        path=daily_path(local.date()),
         content=f"- {local:%H:%M} {content}",
         actor=actor,
     )
+
+
+def daily_path(day: datetime.date) -> str:
+    """The daily log of a local date: daily/YYYY-MM-DD.md."""
+    return f"{DAILY_FOLDER}/{day:%Y-%m-%d}.md"
 
 
 def user_timezone(user: AbstractBaseUser | None) -> datetime.tzinfo:

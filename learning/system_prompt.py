@@ -34,11 +34,11 @@ from django.utils import timezone
 
 from activity import events
 from activity.actors import Actor
-from context.selectors import daily_log_path
 from context.services import (
     AGENT_MEMORY_PATH,
     MEMORY_PATH,
     agent_memory_get,
+    daily_path,
     document_delete,
     document_list,
     user_timezone,
@@ -252,12 +252,10 @@ def _read_sources(agent: Agent, now: datetime.datetime) -> _Sources:
 def _daily_paths(user: AbstractBaseUser, now: datetime.datetime) -> tuple[str, str]:
     """Today's and yesterday's daily/YYYY-MM-DD.md in the user's time zone.
 
-    Yesterday is the local date before today's, named by noon of that day: `now` minus 24
-    hours would land two dates back just after a 23-hour (daylight-saving) day."""
-    zone = user_timezone(user)
-    local_day = now.astimezone(zone).date() - datetime.timedelta(days=1)
-    noon_yesterday = datetime.datetime.combine(local_day, datetime.time(12), tzinfo=zone)
-    return daily_log_path(user=user, now=now), daily_log_path(user=user, now=noon_yesterday)
+    Yesterday is the local date before today's (`now` minus 24 hours would land two dates
+    back just after a 23-hour, daylight-saving day)."""
+    today = now.astimezone(user_timezone(user)).date()
+    return daily_path(today), daily_path(today - datetime.timedelta(days=1))
 
 
 def _stored_profile(user: AbstractBaseUser) -> _Source | None:
