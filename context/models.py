@@ -4,6 +4,7 @@ from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from activity.actors import ActorMixin
 from context.paths import MAX_PATH_LENGTH, InvalidPath, normalize_path
@@ -213,7 +214,9 @@ class DocumentVersion(ActorMixin):
     turn = models.ForeignKey(
         "llm.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # A default rather than auto_now_add: an import keeps the times of an earlier
+    # account's versions (context/services.py document_versions_replay).
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -268,6 +268,53 @@ def tree_entries(rows: list[TreeRow], *, folder: str, depth: int) -> list[TreeEn
     return sorted(entries.values(), key=lambda entry: (entry.path.split("/"), entry.kind))
 
 
+@dataclass(frozen=True)
+class PastVersion:
+    """One version from an earlier account's history of a document (an import brings it)."""
+
+    action: str
+    body: str
+    actor: Actor
+    created_at: datetime.datetime
+
+
+def past_version_problem(version: PastVersion) -> str:
+    """Why the version cannot be kept ("" when it can)."""
+    if version.action not in VersionAction.values:
+        return f"'{version.action}' is not a version action."
+    if not isinstance(version.body, str):
+        return "Its body is not text."
+    if len(version.body.encode()) > MAX_BODY_BYTES:
+        return f"Its body is larger than {MAX_BODY_BYTES:,} bytes."
+    if version.created_at > timezone.now():
+        return "It is dated in the future."
+    return ""
+
+
+def document_versions_replay(*, versions: list[tuple[Document, PastVersion]]) -> int:
+    """Keep an earlier account's versions of documents: each becomes a version row of the
+    document with its own time and actor, restorable from the document's history.
+
+    For an import, of the documents it created, before the import's own version. Nothing
+    current changes (no event, no chunks). Every version must pass past_version_problem."""
+    rows = [
+        DocumentVersion(
+            document=document,
+            user_id=document.user_id,
+            agent_id=document.agent_id,
+            shared_scope_id=document.shared_scope_id,
+            path=document.path,
+            action=version.action,
+            body=version.body,
+            created_at=version.created_at,
+            **version.actor.as_fields(),
+        )
+        for document, version in versions
+    ]
+    DocumentVersion.objects.bulk_create(rows)
+    return len(rows)
+
+
 def document_delete(
     *,
     user: AbstractBaseUser | None,

@@ -34,6 +34,13 @@ BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },
+    # Import jobs whose message was lost or whose worker stopped are sent again, up to
+    # three attempts (portability/importing.py); a job is claimed, so it runs once at a time.
+    "stalled-imports": {
+        "task": "portability.tasks.sweep_imports",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     # Proposals in the review inbox nobody decided on expire (memory/tasks.py).
     "expire-proposals": {
         "task": "memory.tasks.expire_proposals",

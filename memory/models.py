@@ -5,6 +5,7 @@ from django.db import models
 from django.db.models import Func, Q
 from django.db.models.functions import Length
 from django.db.models.lookups import Range
+from django.utils import timezone
 
 from activity.actors import ActorMixin
 from lib.search_fields import EmbeddingFields
@@ -136,7 +137,9 @@ class MemoryHistory(ActorMixin):
     source = models.CharField(max_length=16, choices=Source.choices)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # A default rather than auto_now_add: an import keeps the times of an earlier
+    # account's history (memory/services.py memory_history_replay).
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     class Meta:
         db_table = "user_context_history"

@@ -10,7 +10,7 @@ import functools
 import re
 import zoneinfo
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -120,8 +120,13 @@ def memory_upsert(
     pinned: bool | None = None,
     reason: str = "",
     turn: Turn | None = None,
+    unless_changed_since: datetime | None = None,
 ) -> MemoryWrite:
     """Create the memory, or replace its value if the key exists (last write wins).
+
+    `unless_changed_since` (an import's merge, where the newer change wins): a memory under
+    the key that changed at or after this time, or that already holds these values, is
+    left as it is (the write is "unchanged"); decided under the row lock.
 
     Except that the user is in charge. For an agent (or the system): a change of a
     user-stated memory, and a new memory while the user reviews agents' new memories,
@@ -142,7 +147,13 @@ def memory_upsert(
     if actor.kind != ActorKind.USER and parsed.family == KeyFamily.ENTRY:
         _check_new_entry(user, key, fields, actor, reason)
     return _write(
-        user=user, key=key, fields=fields, actor=actor, action=HistoryAction.UPDATE, reason=reason
+        user=user,
+        key=key,
+        fields=fields,
+        actor=actor,
+        action=HistoryAction.UPDATE,
+        reason=reason,
+        unless_changed_since=unless_changed_since,
     )
 
 
@@ -593,6 +604,81 @@ def _rename_once(user: AbstractBaseUser, key: str, new_key: str, actor: Actor) -
     return MemoryWrite(memory=memory, created=False, history=history)
 
 
+@dataclass(frozen=True)
+class PastChange:
+    """One change from an earlier account's history of a memory (an import brings it)."""
+
+    key: str
+    action: str
+    source: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    actor: Actor
+    created_at: datetime
+
+
+# Which states a history row holds for each action (the model's history_states_match_action).
+_STATES = {
+    HistoryAction.CREATE: (False, True),
+    HistoryAction.DELETE: (True, False),
+    HistoryAction.UPDATE: (None, True),
+    HistoryAction.RESTORE: (None, True),
+    HistoryAction.RENAME: (True, True),
+}
+
+
+def past_change_problem(change: PastChange) -> str:
+    """Why the change cannot be kept in the history ("" when it can)."""
+    try:
+        parse_key(change.key)
+    except ServiceError as error:
+        return error.message
+    if change.action not in HistoryAction.values:
+        return f"'{change.action}' is not a history action."
+    if change.source not in Source.values:
+        return f"'{change.source}' is not a source."
+    for state in (change.before, change.after):
+        if state is not None and not isinstance(state, dict):
+            return "A state before or after the change is not an object."
+    needs_before, needs_after = _STATES[HistoryAction(change.action)]
+    has = (change.before is not None, change.after is not None)
+    if (needs_before is not None and has[0] != needs_before) or has[1] != needs_after:
+        return f"A '{change.action}' change with these states cannot have happened."
+    if change.created_at > timezone.now():
+        return "It is dated in the future."
+    return ""
+
+
+def memory_history_replay(*, user: AbstractBaseUser, changes: list[PastChange]) -> int:
+    """Keep an earlier account's history of the user's memories: each change becomes a
+    history row with its own time and actor, linked to the memory under its key.
+
+    For an import, of the memories it created, so the history page shows where a memory
+    came from before the import's own row. Nothing current changes, so no event is
+    recorded and nothing is embedded. Every change must pass past_change_problem."""
+    memories = dict(
+        Memory.objects.filter(user=user, key__in={change.key for change in changes}).values_list(
+            "key", "pk"
+        )
+    )
+    rows = [
+        MemoryHistory(
+            user=user,
+            key=change.key,
+            memory_id=memories.get(change.key),
+            action=change.action,
+            source=change.source,
+            before=change.before,
+            after=change.after,
+            created_at=change.created_at,
+            **change.actor.as_fields(),
+        )
+        for change in changes
+    ]
+    MemoryHistory.objects.bulk_create(rows)
+    return len(rows)
+
+
 def memory_restore(*, user: AbstractBaseUser, history_id: int, actor: Actor) -> MemoryWrite:
     """Bring a memory back to the state a history row recorded.
 
@@ -622,6 +708,7 @@ def _write(
     create: bool = True,
     only_new: bool = False,
     reason: str = "",
+    unless_changed_since: datetime | None = None,
 ) -> MemoryWrite:
     """Write one memory with its history row and activity event, in one transaction.
 
@@ -631,7 +718,7 @@ def _write(
     once more, this time updating the winner's row (or, `only_new`, failing with Conflict).
     When the user must review it first, the proposal is committed and ReviewRequired raised.
     """
-    write = (user, key, fields, actor, action, create, only_new, reason)
+    write = (user, key, fields, actor, action, create, only_new, reason, unless_changed_since)
     try:
         with transaction.atomic():
             result = _write_once(*write)
@@ -654,12 +741,17 @@ def _write_once(
     create: bool,
     only_new: bool,
     reason: str,
+    unless_changed_since: datetime | None,
 ) -> MemoryWrite | MemoryProposal:
     # Two statements: the row lock, which also reads the pause and the review rule, and
     # one that writes the row (INSERT or UPDATE), its history row and its activity event.
     memory, review_new = _locked(user, key, actor)
     if only_new and memory is not None:
         raise Conflict(f"You already have '{key}'; edit it in the list instead.", field="slug")
+    if unless_changed_since is not None and memory is not None:
+        same = memory.snapshot() == {**memory.snapshot(), **_snapshot_fields(fields)}
+        if same or memory.updated_at >= unless_changed_since:
+            return MemoryWrite(memory=memory, created=False, history=None)
     if actor.kind != ActorKind.USER:
         gated = _review_gate(user, key, fields, actor, memory, review_new, create, reason)
         if gated is not None:

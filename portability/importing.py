@@ -36,25 +36,40 @@ import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any
 
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
-from activity.actors import Actor
+from activity.actors import Actor, ActorKind
 from context.models import Document
-from context.services import MAX_BODY_BYTES, document_delete, document_write
+from context.services import (
+    MAX_BODY_BYTES,
+    PastVersion,
+    document_delete,
+    document_versions_replay,
+    document_write,
+    past_version_problem,
+)
 from lib.errors import NotFound, ServiceError
 from memory.keys import parse_key
 from memory.models import Memory
-from memory.services import memory_delete, memory_upsert
+from memory.services import (
+    PastChange,
+    memory_delete,
+    memory_history_replay,
+    memory_upsert,
+    past_change_problem,
+)
 from portability import format as fmt
 from portability.models import ImportJob, ImportKind, ImportMode, ImportStatus
 from profiles.models import Agent, Profile
 from profiles.services import (
     agent_get_or_create,
+    agent_set_description,
     agent_set_learning,
     profile_set_heartbeat,
     profile_update,
@@ -82,6 +97,9 @@ READ_CHUNK = 1024 * 1024
 
 MAX_SUMMARY_ITEMS = 1000  # items listed on the summary page; the counters count them all
 PROGRESS_EVERY_SECONDS = 0.5
+
+# An archive line without a time is older than anything in the account.
+NEVER_NEWER = datetime.max.replace(tzinfo=UTC)
 
 UNSAFE_NAME = re.compile(r"(^/|\\|^[A-Za-z]:|\x00)")
 
@@ -124,16 +142,43 @@ def _send(job_id: int) -> None:
     tasks.run_import.delay(job_id)
 
 
+# A running job saves its progress at least every PROGRESS_EVERY_SECONDS; one silent this
+# long lost its worker. A job whose message was lost waits UNSENT_GRACE before it is sent again.
+IMPORT_LEASE = timedelta(minutes=10)
+UNSENT_GRACE = timedelta(minutes=2)
+MAX_ATTEMPTS = 3
+
+
 def import_job_run(job_id: int) -> None:
-    """Run one job: claim it (a job runs once, however often its message comes), import,
-    record the summary, and delete the uploaded file."""
-    claimed = ImportJob.objects.filter(pk=job_id, status=ImportStatus.PENDING).update(
-        status=ImportStatus.RUNNING, started_at=timezone.now()
+    """Run one job: claim it (a job runs once at a time, however often its message comes),
+    import, record the summary, and delete the uploaded file.
+
+    A job whose worker stopped (its progress went silent for IMPORT_LEASE) may be claimed
+    again: merging again skips what the stopped run applied; replacing again deletes it
+    and imports anew. Either way the account ends as one whole run would leave it."""
+    now = timezone.now()
+    claimable = Q(status=ImportStatus.PENDING) | Q(
+        status=ImportStatus.RUNNING, progressed_at__lt=now - IMPORT_LEASE
+    )
+    claimed = (
+        ImportJob.objects.filter(claimable, pk=job_id, attempts__lt=MAX_ATTEMPTS)
+        .exclude(file="")
+        .update(
+            status=ImportStatus.RUNNING,
+            started_at=now,
+            progressed_at=now,
+            attempts=F("attempts") + 1,
+        )
     )
     if not claimed:
         return
     job = ImportJob.objects.select_related("user").get(pk=job_id)
     report = Report(job)
+    if job.attempts > 1:
+        report.notes.append(
+            f"Attempt {job.attempts}: an earlier attempt stopped without finishing (its "
+            "worker ended). What it applied was checked again by this one."
+        )
     try:
         with job.file.open("rb") as upload:
             if job.kind == ImportKind.MNEMO:
@@ -154,8 +199,54 @@ def import_job_run(job_id: int) -> None:
     else:
         report.finish(status=ImportStatus.DONE)
     finally:
-        job.file.delete(save=False)
-        ImportJob.objects.filter(pk=job_id).update(file="")
+        _drop_upload(job)
+
+
+def _drop_upload(job: ImportJob) -> None:
+    job.file.delete(save=False)
+    ImportJob.objects.filter(pk=job.pk).update(file="")
+
+
+def stalled_import_ids(now: datetime | None = None) -> list[int]:
+    """Jobs to send again (beat's sweep): waiting ones whose message was lost, running ones
+    whose worker stopped, while they have attempts left."""
+    now = now or timezone.now()
+    return list(
+        ImportJob.objects.filter(
+            Q(status=ImportStatus.PENDING, created_at__lt=now - UNSENT_GRACE)
+            | Q(status=ImportStatus.RUNNING, progressed_at__lt=now - IMPORT_LEASE),
+            attempts__lt=MAX_ATTEMPTS,
+        )
+        .exclude(file="")
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:100]
+    )
+
+
+def fail_exhausted_imports(now: datetime | None = None) -> int:
+    """Mark failed the running jobs whose last allowed attempt's worker stopped too, and
+    delete their uploads."""
+    now = now or timezone.now()
+    exhausted = ImportJob.objects.filter(
+        status=ImportStatus.RUNNING,
+        attempts__gte=MAX_ATTEMPTS,
+        progressed_at__lt=now - IMPORT_LEASE,
+    )
+    count = 0
+    for job in exhausted:
+        failed = ImportJob.objects.filter(pk=job.pk, status=ImportStatus.RUNNING).update(
+            status=ImportStatus.FAILED,
+            finished_at=now,
+            error=(
+                f"The import stopped {job.attempts} times without finishing (its worker "
+                "ended each time); what was applied stays. Try a smaller archive, or ask "
+                "the administrator to look at the worker's log."
+            ),
+        )
+        if failed:
+            _drop_upload(job)
+            count += 1
+    return count
 
 
 @dataclass
@@ -198,6 +289,15 @@ class Report:
                 del self.items[index]
                 return
 
+    def count(self, section: str, outcome: str, number: int) -> None:
+        """Count `number` rows of a section without listing each, nor adding them to the
+        job's item counters (a history's rows are not items of the account)."""
+        if not number:
+            return
+        per = self.sections.setdefault(section, dict.fromkeys(self.counts, 0))
+        per[outcome] += number
+        self.step()
+
     def step(self) -> None:
         self.processed += 1
         if time.monotonic() - self._saved_at >= PROGRESS_EVERY_SECONDS:
@@ -206,6 +306,7 @@ class Report:
     def _save(self, **extra: Any) -> None:
         self._saved_at = time.monotonic()
         ImportJob.objects.filter(pk=self.job.pk).update(
+            progressed_at=timezone.now(),
             processed=self.processed,
             total=max(self.total, self.processed),
             **self.counts,
@@ -383,10 +484,9 @@ def import_archive(
         counts = (
             opened.manifest.get("counts") if isinstance(opened.manifest.get("counts"), dict) else {}
         )
+        counted = (fmt.MEMORIES, fmt.DOCUMENTS_DIR, fmt.WORK_DIR)
         total = 1 + sum(
-            value
-            for name, value in counts.items()
-            if name in (fmt.MEMORIES, fmt.DOCUMENTS_DIR, fmt.WORK_DIR) and isinstance(value, int)
+            value for name, value in counts.items() if name in counted and isinstance(value, int)
         )
         actor = Actor.for_user(user)
         if mode == ImportMode.REPLACE:
@@ -395,14 +495,16 @@ def import_archive(
             _delete_everything(user, actor, report)
         else:
             report.set_total(total)
-        _import_profile(user, opened, report)
-        _import_memories(user, actor, opened, mode, report)
-        _import_documents(user, actor, opened, mode, report)
+        _import_profile(user, opened, mode, report)
+        created_keys = _import_memories(user, actor, opened, mode, report)
+        _replay_memory_history(user, opened, created_keys, report)
+        created_documents = _import_documents(user, actor, opened, mode, report)
+        _replay_document_versions(user, opened, created_documents, report)
         _import_work(user, actor, opened, mode, report)
         report.notes.append(
-            "Memory history, document versions, activity and proposals in the archive were "
-            "checked but not replayed: this import's own history, versions and activity are "
-            "recorded instead."
+            "The earlier history of each memory and document this import created was kept "
+            "before the import's own change. Activity and review proposals in the archive "
+            "were checked but not replayed: this account's activity records the import."
         )
 
 
@@ -492,7 +594,7 @@ def _refuse(report: Report, section: str, item: str, reason: str) -> None:
     report.add(section, item, "refused", reason)
 
 
-def _import_profile(user: AbstractBaseUser, opened: _Archive, report: Report) -> None:
+def _import_profile(user: AbstractBaseUser, opened: _Archive, mode: str, report: Report) -> None:
     info = opened.info(fmt.PROFILE)
     if info is None:
         report.step()
@@ -508,7 +610,7 @@ def _import_profile(user: AbstractBaseUser, opened: _Archive, report: Report) ->
     _import_settings(user, data, report)
     agents = data.get("agents")
     for agent in agents if isinstance(agents, list) else []:
-        _import_agent(user, agent, report)
+        _import_agent(user, agent, mode, report)
 
 
 SETTING_TYPES: dict[str, type] = {
@@ -553,26 +655,37 @@ def _import_settings(user: AbstractBaseUser, data: dict[str, Any], report: Repor
     report.add("settings", "settings", "updated", "Changed: " + ", ".join(changed))
 
 
-def _import_agent(user: AbstractBaseUser, data: object, report: Report) -> None:
+def _import_agent(user: AbstractBaseUser, data: object, mode: str, report: Report) -> None:
+    """Create the agent, or bring an existing one's description and learning switch to
+    the archive's: always on replace; on merge only a description it does not have yet."""
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         _refuse(report, "agents", str(data)[:80], "An agent needs a name.")
         return
     name = data["name"]
     description = data.get("description") if isinstance(data.get("description"), str) else ""
     learns = data.get("learns_from_turns")
-    existed = Agent.objects.filter(user=user, name=name).exists()
+    existing = Agent.objects.filter(user=user, name=name).first()
+    changed = []
     try:
         with transaction.atomic():
-            agent = agent_get_or_create(user=user, name=name, description=description)
-            if isinstance(learns, bool) and agent.learns_from_turns != learns:
+            agent = existing or agent_get_or_create(user=user, name=name, description=description)
+            takes_description = mode == ImportMode.REPLACE or not agent.description
+            if existing and description != agent.description and takes_description:
+                agent_set_description(agent=agent, description=description)
+                changed.append("description")
+            takes_switch = existing is None or mode == ImportMode.REPLACE
+            if isinstance(learns, bool) and agent.learns_from_turns != learns and takes_switch:
                 agent_set_learning(agent=agent, learns_from_turns=learns)
+                changed.append("learning from turns")
     except ServiceError as error:
         _refuse(report, "agents", name, error.message)
         return
-    if existed:
-        report.add("agents", name, "skipped", "You have this agent already.")
-    else:
+    if existing is None:
         report.add("agents", name, "created")
+    elif changed:
+        report.add("agents", name, "updated", "Changed: " + ", ".join(changed))
+    else:
+        report.add("agents", name, "skipped", "You have this agent already.")
 
 
 # --- memories -------------------------------------------------------------------------
@@ -580,27 +693,31 @@ def _import_agent(user: AbstractBaseUser, data: object, report: Report) -> None:
 
 def _import_memories(
     user: AbstractBaseUser, actor: Actor, opened: _Archive, mode: str, report: Report
-) -> None:
+) -> set[str]:
+    """The keys of the memories the import created."""
+    created: set[str] = set()
     info = opened.info(fmt.MEMORIES)
     if info is None:
-        return
+        return created
     for number, record, problem in jsonl_records(opened.archive, info):
         item = f"{fmt.MEMORIES} line {number}"
         if record is None:
             _refuse(report, "memories", item, f"Line {number} is {problem}.")
-            continue
-        _import_memory(user, actor, record, item, report)
+        elif _import_memory(user, actor, record, item, report):
+            created.add(record["key"])
+    return created
 
 
 def _import_memory(
     user: AbstractBaseUser, actor: Actor, record: dict[str, Any], item: str, report: Report
-) -> None:
+) -> bool:
+    """Whether the memory was created."""
     key = record.get("key")
     try:
         parse_key(key)
     except ServiceError as error:
         _refuse(report, "memories", item, error.message)
-        return
+        return False
     item = str(key)
     wanted = {
         "value": record.get("value"),
@@ -609,27 +726,103 @@ def _import_memory(
         "tags": record.get("tags") if record.get("tags") is not None else [],
         "pinned": bool(record.get("pinned", False)),
     }
-    updated_at = parse_time(record.get("updated_at"))
+    # The newer change wins; a line without a time never replaces what is there.
+    changed_at = parse_time(record.get("updated_at")) or NEVER_NEWER
     try:
-        with transaction.atomic():
-            current = Memory.objects.select_for_update().filter(user=user, key=key).first()
-            if current is not None:
-                if all(getattr(current, name) == value for name, value in wanted.items()):
-                    report.add("memories", item, "skipped", "The same memory is there already.")
-                    return
-                if updated_at is None or updated_at <= current.updated_at:
-                    report.add(
-                        "memories",
-                        item,
-                        "skipped",
-                        f"Yours is newer (changed {current.updated_at:%Y-%m-%d %H:%M} UTC).",
-                    )
-                    return
-            memory_upsert(user=user, key=key, actor=actor, reason="Imported", **wanted)
+        write = memory_upsert(
+            user=user,
+            key=key,
+            actor=actor,
+            reason="Imported",
+            unless_changed_since=changed_at,
+            **wanted,
+        )
     except ServiceError as error:
         _refuse(report, "memories", item, error.message)
+        return False
+    if write.created:
+        report.add("memories", item, "created")
+    elif write.changed:
+        report.add("memories", item, "updated")
+    elif write.memory.snapshot() == {**write.memory.snapshot(), **wanted}:
+        report.add("memories", item, "skipped", "The same memory is there already.")
+    else:
+        when = write.memory.updated_at
+        reason = f"Yours is newer (changed {when:%Y-%m-%d %H:%M} UTC)."
+        report.add("memories", item, "skipped", reason)
+    return write.created
+
+
+# --- the history of what the import created ---------------------------------------------
+
+REPLAY_BATCH = 1000
+
+
+class _PastActors:
+    """Actors of an archive's history in this account: the user, the system, or the
+    account's agent of that name (an agent it does not have stays a nameless agent)."""
+
+    def __init__(self, user: AbstractBaseUser) -> None:
+        self.user = user
+        self.agents: dict[str, Agent | None] = {}
+
+    def __call__(self, data: object) -> Actor | None:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == ActorKind.USER:
+            return Actor.for_user(self.user)
+        if kind == ActorKind.SYSTEM:
+            return Actor.system()
+        if kind != ActorKind.AGENT:
+            return None
+        name = data.get("agent")
+        if not isinstance(name, str):
+            return Actor(ActorKind.AGENT)
+        if name not in self.agents:
+            self.agents[name] = Agent.objects.filter(user=self.user, name=name).first()
+        return Actor(ActorKind.AGENT, agent=self.agents[name])
+
+
+def _replay_memory_history(
+    user: AbstractBaseUser, opened: _Archive, created: set[str], report: Report
+) -> None:
+    """Keep the archive's history of each memory the import created."""
+    info = opened.info(fmt.MEMORY_HISTORY)
+    if info is None or not created:
         return
-    report.add("memories", item, "created" if current is None else "updated")
+    actors = _PastActors(user)
+    batch: list[PastChange] = []
+    for number, record, problem in jsonl_records(opened.archive, info):
+        if record is None or record.get("key") not in created:
+            continue  # a malformed line, or history of a memory the import did not create
+        item = f"{fmt.MEMORY_HISTORY} line {number}"
+        actor = actors(record.get("actor"))
+        when = parse_time(record.get("created_at"))
+        if actor is None or when is None:
+            _refuse(report, "memory history", item, "It has no actor or no time.")
+            continue
+        change = PastChange(
+            key=record["key"],
+            action=record.get("action"),
+            source=record.get("source"),
+            before=record.get("before"),
+            after=record.get("after"),
+            actor=actor,
+            created_at=when,
+        )
+        if problem := past_change_problem(change):
+            _refuse(report, "memory history", item, problem)
+            continue
+        batch.append(change)
+        if len(batch) >= REPLAY_BATCH:
+            _keep_history(user, batch, report)
+    _keep_history(user, batch, report)
+
+
+def _keep_history(user: AbstractBaseUser, batch: list[PastChange], report: Report) -> None:
+    with transaction.atomic():
+        memory_history_replay(user=user, changes=batch)
+    report.count("memory history", "created", len(batch))
+    batch.clear()
 
 
 # --- documents ------------------------------------------------------------------------
@@ -668,7 +861,9 @@ def _latest_versions(opened: _Archive) -> dict[tuple[str | None, str], datetime]
 
 def _import_documents(
     user: AbstractBaseUser, actor: Actor, opened: _Archive, mode: str, report: Report
-) -> None:
+) -> dict[tuple[str | None, str], Document]:
+    """The documents the import created, by (agent name, path)."""
+    created: dict[tuple[str | None, str], Document] = {}
     latest = _latest_versions(opened) if mode == ImportMode.MERGE else {}
     agents: dict[str, Agent] = {}
     for name, agent_name, path in _document_entries(opened, report):
@@ -698,11 +893,57 @@ def _import_documents(
                     if changed is None or changed <= current.updated_at:
                         report.add("documents", item, "skipped", "Yours is newer.")
                         continue
-                document_write(user=user, agent=agent, path=path, content=body, actor=actor)
+                written = document_write(
+                    user=user, agent=agent, path=path, content=body, actor=actor
+                )
         except ServiceError as error:
             _refuse(report, "documents", item, error.message)
             continue
+        if current is None:
+            created[(agent_name, written.path)] = written
         report.add("documents", item, "created" if current is None else "updated")
+    return created
+
+
+def _replay_document_versions(
+    user: AbstractBaseUser,
+    opened: _Archive,
+    created: dict[tuple[str | None, str], Document],
+    report: Report,
+) -> None:
+    """Keep the archive's earlier versions of each document the import created."""
+    info = opened.info(fmt.DOCUMENT_VERSIONS)
+    if info is None or not created:
+        return
+    actors = _PastActors(user)
+    batch: list[tuple[Document, PastVersion]] = []
+    for number, record, _ in jsonl_records(opened.archive, info):
+        document = created.get((record.get("agent"), record.get("path"))) if record else None
+        if document is None:
+            continue  # a malformed line, or a version of a document the import did not create
+        item = f"{fmt.DOCUMENT_VERSIONS} line {number}"
+        actor = actors(record.get("actor"))
+        when = parse_time(record.get("created_at"))
+        if actor is None or when is None:
+            _refuse(report, "document versions", item, "It has no actor or no time.")
+            continue
+        version = PastVersion(
+            action=record.get("action"), body=record.get("body"), actor=actor, created_at=when
+        )
+        if problem := past_version_problem(version):
+            _refuse(report, "document versions", item, problem)
+            continue
+        batch.append((document, version))
+        if len(batch) >= REPLAY_BATCH:
+            _keep_versions(batch, report)
+    _keep_versions(batch, report)
+
+
+def _keep_versions(batch: list[tuple[Document, PastVersion]], report: Report) -> None:
+    with transaction.atomic():
+        document_versions_replay(versions=batch)
+    report.count("document versions", "created", len(batch))
+    batch.clear()
 
 
 def _agent(user: AbstractBaseUser, name: str, known: dict[str, Agent]) -> Agent:

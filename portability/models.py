@@ -58,6 +58,12 @@ class ImportJob(models.Model):
     error = models.TextField(blank=True, help_text="Why the whole import failed, if it did.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    progressed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the running job last saved its progress."
+    )
+    attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Times a worker took the job (more than one: a worker stopped)."
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

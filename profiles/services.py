@@ -170,6 +170,20 @@ def agent_set_learning(*, agent: Agent, learns_from_turns: bool) -> Agent:
     return agent
 
 
+def agent_set_description(*, agent: Agent, description: str) -> Agent:
+    """Replace what the agent is for (one column, so a concurrent switch is kept)."""
+    description = " ".join(description.split())
+    limit = Agent._meta.get_field("description").max_length
+    if len(description) > limit:
+        raise InvalidInput(
+            f"The description is {len(description)} characters; at most {limit} fit.",
+            field="description",
+        )
+    Agent.objects.filter(pk=agent.pk).update(description=description)
+    agent.description = description
+    return agent
+
+
 MEMORY_PAUSED_MESSAGE = "Memory is paused by the user; agents cannot change it until resumed."
 
 
