@@ -41,9 +41,10 @@ from activity.actors import Actor
 from activity.models import EventType
 from learning.outcomes import CapturedObservation, CaptureOutcome, Observation, ObservationStatus
 from lib.errors import LLMNotConfigured, ServiceError
+from lib.tags import TAG_PATTERN, normalize_tag
 from llm.client import LLMBudgetReached, LLMUnavailable, complete, llm_configured
 from memory.models import Source
-from memory.services import TAG_PATTERN, memory_store
+from memory.services import memory_store
 
 if TYPE_CHECKING:
     from llm.models import Turn
@@ -383,7 +384,7 @@ def _clean_tags(tags: list[str]) -> list[str]:
     dropped."""
     cleaned: list[str] = []
     for tag in tags:
-        tag = re.sub(r"[^a-z0-9_-]+", "-", tag.strip().lower()).strip("-_")[:40].strip("-_")
+        tag = normalize_tag(tag)
         if tag and re.fullmatch(TAG_PATTERN, tag) and tag not in cleaned:
             cleaned.append(tag)
     return cleaned[:MAX_TAGS]

@@ -38,6 +38,7 @@ from lib.api import (
     error_responses,
 )
 from lib.errors import InvalidInput
+from lib.tags import TAG_PATTERN, TAG_RULE
 from lib.tool_api import ToolApi
 from memory import selectors, services
 from memory.keys import ENTRY_KINDS, KEY_PATTERN, MAX_KEY_LENGTH
@@ -52,7 +53,7 @@ from memory.models import (
     Source,
 )
 from memory.search import search_memory
-from memory.services import MAX_TAGS, TAG_PATTERN
+from memory.services import MAX_TAGS
 from memory.working_memory import (
     AGENT,
     EMPTY,
@@ -139,7 +140,10 @@ def _tags_field() -> TextListField:
         child=TextField(max_length=40, allow_blank=False),
         max_length=MAX_TAGS,
         required=False,
-        help_text=f"Up to {MAX_TAGS} labels of a-z, 0-9, '_' and '-' (pattern {TAG_PATTERN}).",
+        help_text=(
+            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE} (pattern {TAG_PATTERN}): "
+            "'Morning Routine' is kept as 'morning-routine'."
+        ),
     )
 
 

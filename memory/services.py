@@ -24,6 +24,7 @@ from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent
 from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused, NotFound, ServiceError
 from lib.search_fields import SEARCH_COLUMNS
+from lib.tags import clean_tags
 from memory.duplicates import NearMatch, find_near_duplicate
 from memory.keys import ENTRY_KINDS, SLUG_PATTERN, KeyFamily, parse_key
 from memory.models import (
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
 
 DEFAULT_AGENT_CONFIDENCE = 0.8
 MAX_TAGS = 20
-TAG_PATTERN = r"[a-z0-9][a-z0-9_-]{0,39}"
 
 
 class _Unset:
@@ -1118,17 +1118,7 @@ def _check_timezone(value: str) -> None:
 
 
 def _clean_tags(tags: object) -> list[str]:
-    if not isinstance(tags, list | tuple) or not all(isinstance(tag, str) for tag in tags):
-        raise InvalidInput("Tags must be a list of text labels.", field="tags")
-    cleaned = sorted({tag.strip().lower() for tag in tags if tag.strip()})
-    if len(cleaned) > MAX_TAGS:
-        raise InvalidInput(f"At most {MAX_TAGS} tags.", field="tags")
-    for tag in cleaned:
-        if not re.fullmatch(TAG_PATTERN, tag):
-            raise InvalidInput(
-                f"Tag '{tag}' must be 1–40 characters of a-z, 0-9, '_' and '-'.", field="tags"
-            )
-    return cleaned
+    return clean_tags(tags, limit=MAX_TAGS)
 
 
 def memory_record_access(*, user: AbstractBaseUser, key: str) -> Memory:

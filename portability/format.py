@@ -4,7 +4,8 @@
 - `profile.json`: the account's settings, an object with `token_budget`,
   `memory_paused`, `review_agent_memories`, `auto_learn`, `profile_budget`,
   `llm_daily_tokens`, `heartbeat_enabled`, `notify_webhook_url`, and `agents`: a list of
-  `{"name", "description", "learns_from_turns"}` ordered by name. Never a token, a token
+  `{"name", "display_name", "description", "learns_from_turns"}` ordered by name
+  (`display_name` may be absent in older archives). Never a token, a token
   hash, the webhook secret or the password.
 - `memories.jsonl`: one JSON object per line per memory, ordered by key, with the
   fields of MEMORY_FIELDS. Times are ISO 8601 with their UTC offset, or null.
@@ -65,7 +66,7 @@ PROFILE_FIELDS = (
     "heartbeat_enabled",
     "notify_webhook_url",
 )
-AGENT_FIELDS = ("name", "description", "learns_from_turns")
+AGENT_FIELDS = ("name", "display_name", "description", "learns_from_turns")
 
 MEMORY_FIELDS = (
     "key",

@@ -27,12 +27,12 @@ from datetime import datetime
 from typing import IO, TYPE_CHECKING
 
 from django.db import transaction
-from django.utils.text import slugify
 
 from activity.actors import Actor
 from lib.errors import ServiceError
+from lib.tags import TAG_PATTERN, normalize_tag
 from memory.models import MAX_VALUE_LENGTH, Memory
-from memory.services import MAX_TAGS, TAG_PATTERN, memory_store
+from memory.services import MAX_TAGS, memory_store
 from portability.importing import ArchiveRefused, Report, parse_time
 from portability.models import ImportKind
 
@@ -71,8 +71,8 @@ def as_tag(label: object) -> str | None:
     """A label as a memory tag (a-z, 0-9, '-', '_'; at most 40), or None if nothing is left."""
     if not isinstance(label, str):
         return None
-    tag = slugify(label.replace("_", "-"))[:40].strip("-_")
-    return tag if tag and re.fullmatch(TAG_PATTERN, tag) else None
+    tag = normalize_tag(label.replace("_", "-"))
+    return tag if re.fullmatch(TAG_PATTERN, tag) else None
 
 
 def _tags(tool: str, labels: list[object]) -> list[str]:

@@ -69,7 +69,7 @@ from portability.models import ImportJob, ImportKind, ImportMode, ImportStatus
 from profiles.models import Agent, Profile
 from profiles.services import (
     agent_get_or_create,
-    agent_set_description,
+    agent_set_details,
     agent_set_learning,
     profile_set_heartbeat,
     profile_update,
@@ -656,23 +656,32 @@ def _import_settings(user: AbstractBaseUser, data: dict[str, Any], report: Repor
 
 
 def _import_agent(user: AbstractBaseUser, data: object, mode: str, report: Report) -> None:
-    """Create the agent, or bring an existing one's description and learning switch to
-    the archive's: always on replace; on merge only a description it does not have yet."""
+    """Create the agent, or bring an existing one's display name, description and learning
+    switch to the archive's: always on replace; on merge only the texts it has none of."""
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         _refuse(report, "agents", str(data)[:80], "An agent needs a name.")
         return
     name = data["name"]
-    description = data.get("description") if isinstance(data.get("description"), str) else ""
+    texts = {
+        field: data[field]
+        for field in ("display_name", "description")
+        if isinstance(data.get(field), str)
+    }
     learns = data.get("learns_from_turns")
     existing = Agent.objects.filter(user=user, name=name).first()
     changed = []
     try:
         with transaction.atomic():
-            agent = existing or agent_get_or_create(user=user, name=name, description=description)
-            takes_description = mode == ImportMode.REPLACE or not agent.description
-            if existing and description != agent.description and takes_description:
-                agent_set_description(agent=agent, description=description)
-                changed.append("description")
+            agent = existing or agent_get_or_create(user=user, name=name, **texts)
+            if existing:
+                taken = {
+                    field: value
+                    for field, value in texts.items()
+                    if value != getattr(agent, field)
+                    and (mode == ImportMode.REPLACE or not getattr(agent, field))
+                }
+                agent_set_details(agent=agent, **taken)
+                changed += [field.replace("_", " ") for field in taken]
             takes_switch = existing is None or mode == ImportMode.REPLACE
             if isinstance(learns, bool) and agent.learns_from_turns != learns and takes_switch:
                 agent_set_learning(agent=agent, learns_from_turns=learns)

@@ -114,6 +114,12 @@ class Agent(models.Model):
             )
         ],
     )
+    display_name = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="What the user calls the agent (any text); `name`, used in paths and "
+        "tokens, is derived from it.",
+    )
     description = models.CharField(max_length=200, blank=True)
     learns_from_turns = models.BooleanField(
         default=False,
@@ -132,7 +138,12 @@ class Agent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name
+        return self.label
+
+    @property
+    def label(self) -> str:
+        """How pages name the agent: its display name, else its name."""
+        return self.display_name or self.name
 
 
 class TokenFields(models.Model):

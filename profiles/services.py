@@ -14,7 +14,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from activity.actors import Actor, ActorKind
-from lib.errors import InvalidInput, MemoryPaused
+from lib.errors import Conflict, InvalidInput, MemoryPaused
+from lib.tags import slug_for
 from profiles.models import (
     MAX_LLM_DAILY_TOKENS,
     MAX_TOKEN_BUDGET,
@@ -170,17 +171,26 @@ def agent_set_learning(*, agent: Agent, learns_from_turns: bool) -> Agent:
     return agent
 
 
-def agent_set_description(*, agent: Agent, description: str) -> Agent:
-    """Replace what the agent is for (one column, so a concurrent switch is kept)."""
-    description = " ".join(description.split())
-    limit = Agent._meta.get_field("description").max_length
-    if len(description) > limit:
-        raise InvalidInput(
-            f"The description is {len(description)} characters; at most {limit} fit.",
-            field="description",
-        )
-    Agent.objects.filter(pk=agent.pk).update(description=description)
-    agent.description = description
+def agent_set_details(
+    *, agent: Agent, display_name: str | None = None, description: str | None = None
+) -> Agent:
+    """Rename the agent as pages show it, or replace what it is for (None: unchanged). Its
+    name in paths and tokens never changes. Saves those columns only, so a concurrent
+    switch is kept."""
+    changes: dict[str, str] = {}
+    for field, value in (("display_name", display_name), ("description", description)):
+        if value is None:
+            continue
+        value = " ".join(value.split())
+        limit = Agent._meta.get_field(field).max_length
+        if len(value) > limit:
+            raise InvalidInput(
+                f"That is {len(value)} characters; at most {limit} fit.", field=field
+            )
+        changes[field] = value
+    Agent.objects.filter(pk=agent.pk).update(**changes)
+    for field, value in changes.items():
+        setattr(agent, field, value)
     return agent
 
 
@@ -206,8 +216,49 @@ def agent_check_owner(*, agent: Agent | None, user: AbstractBaseUser | None) -> 
         raise InvalidInput("That agent belongs to another user.", field="agent")
 
 
-def agent_get_or_create(*, user: AbstractBaseUser, name: str, description: str = "") -> Agent:
-    agent = Agent(user=user, name=name, description=description)
+def agent_create(*, user: AbstractBaseUser, display_name: str, description: str = "") -> Agent:
+    """A new agent named as the user typed it ("Claude Desktop"); its name for paths and
+    tokens is derived ("claude-desktop"). Conflict when that name is taken."""
+    display_name = " ".join(display_name.split())
+    name = slug_for(display_name, Agent._meta.get_field("name").max_length)
+    if not name:
+        raise InvalidInput(
+            "Give the agent a name with at least one letter or digit (a-z, 0-9).", field="name"
+        )
+    limit = Agent._meta.get_field("display_name").max_length
+    if len(display_name) > limit:
+        raise InvalidInput(
+            f"The name is {len(display_name)} characters; at most {limit} fit.", field="name"
+        )
+    agent = Agent(
+        user=user,
+        name=name,
+        display_name="" if display_name == name else display_name,
+        description=" ".join(description.split()),
+    )
+    try:
+        agent.full_clean(exclude=["user"], validate_unique=False, validate_constraints=False)
+    except ValidationError as error:
+        field, messages = next(iter(error.message_dict.items()))
+        raise InvalidInput(" ".join(messages), field=field) from error
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError as error:
+        existing = Agent.objects.get(user=user, name=name)
+        raise Conflict(
+            f"You already have the agent '{existing.label}' (named '{name}' in paths and "
+            "tokens); choose another name.",
+            field="name",
+        ) from error
+    return agent
+
+
+def agent_get_or_create(
+    *, user: AbstractBaseUser, name: str, description: str = "", display_name: str = ""
+) -> Agent:
+    """The user's agent of this name (as used in paths and tokens), created if missing."""
+    agent = Agent(user=user, name=name, description=description, display_name=display_name)
     try:
         agent.full_clean(exclude=["user"], validate_unique=False, validate_constraints=False)
     except ValidationError as error:

@@ -15,6 +15,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from lib.api import TextField, TextListField, ToolInput, WholeNumberField, error_responses
+from lib.tags import TAG_PATTERN, TAG_RULE
 from lib.tool_api import ToolApi
 from work import selectors, services
 from work.models import (
@@ -22,7 +23,6 @@ from work.models import (
     MAX_TAG_LENGTH,
     MAX_TAGS,
     MAX_TITLE_LENGTH,
-    TAG_PATTERN,
     WorkItem,
     WorkKind,
     WorkStatus,
@@ -70,7 +70,10 @@ def _tags_field() -> TextListField:
         child=TextField(max_length=MAX_TAG_LENGTH, allow_blank=False),
         max_length=MAX_TAGS,
         required=False,
-        help_text=f"Up to {MAX_TAGS} labels of a-z, 0-9, '_' and '-' (pattern {TAG_PATTERN}).",
+        help_text=(
+            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE} (pattern {TAG_PATTERN}): "
+            "'Morning Routine' is kept as 'morning-routine'."
+        ),
     )
 
 

@@ -8,7 +8,6 @@ MAX_TITLE_LENGTH = 200
 MAX_BODY_LENGTH = 100_000  # characters of Markdown: a long report, not a data dump
 MAX_TAGS = 10
 MAX_TAG_LENGTH = 40
-TAG_PATTERN = r"[a-z0-9][a-z0-9_-]{0,39}"
 
 
 class WorkKind(models.TextChoices):

@@ -10,7 +10,6 @@ turned up) keep their kind, and no other item becomes one.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,12 +18,12 @@ from django.db import transaction
 from activity import events
 from activity.actors import Actor
 from lib.errors import InvalidInput, NotFound
+from lib.tags import clean_tags
 from profiles.services import agent_check_owner
 from work.models import (
     MAX_BODY_LENGTH,
     MAX_TAGS,
     MAX_TITLE_LENGTH,
-    TAG_PATTERN,
     WorkItem,
     WorkKind,
     WorkStatus,
@@ -183,16 +182,5 @@ def _check_status(status: str) -> None:
         raise InvalidInput(f"Unknown status '{status}'.", field="status")
 
 
-def _clean_tags(tags: list[str]) -> list[str]:
-    """Lower-cased, sorted, without repeats; InvalidInput for a bad label or too many."""
-    cleaned = sorted({tag.strip().lower() for tag in tags if tag.strip()})
-    if len(cleaned) > MAX_TAGS:
-        raise InvalidInput(f"At most {MAX_TAGS} tags.", field="tags")
-    for tag in cleaned:
-        if not re.fullmatch(TAG_PATTERN, tag):
-            raise InvalidInput(
-                f"Tag '{tag}' must be 1–40 characters of a-z, 0-9, '_' and '-', starting "
-                "with a letter or digit.",
-                field="tags",
-            )
-    return cleaned
+def _clean_tags(tags: object) -> list[str]:
+    return clean_tags(tags, limit=MAX_TAGS)

@@ -125,7 +125,12 @@ def test_every_file_is_present_with_the_accounts_content(client, alice, alice_ag
         "heartbeat_enabled": True,
         "notify_webhook_url": "https://hooks.example.com/m",
         "agents": [
-            {"name": "assistant", "description": "Research helper", "learns_from_turns": True}
+            {
+                "name": "assistant",
+                "display_name": "",
+                "description": "Research helper",
+                "learns_from_turns": True,
+            }
         ],
     }
 

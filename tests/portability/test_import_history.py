@@ -160,7 +160,12 @@ def test_agents_descriptions_merge_fills_and_replace_takes(alice):
     agent_get_or_create(user=alice, name="coder", description="Mine")
     profile = {
         "agents": [
-            {"name": "assistant", "description": "Desk helper", "learns_from_turns": True},
+            {
+                "name": "assistant",
+                "display_name": "Desk Assistant",
+                "description": "Desk helper",
+                "learns_from_turns": True,
+            },
             {"name": "coder", "description": "Writes code", "learns_from_turns": True},
         ]
     }
@@ -170,6 +175,7 @@ def test_agents_descriptions_merge_fills_and_replace_takes(alice):
 
     agents = {a.name: a for a in Agent.objects.filter(user=alice)}
     assert agents["assistant"].description == "Desk helper"  # it had none
+    assert agents["assistant"].display_name == "Desk Assistant"
     assert agents["coder"].description == "Mine"  # the user's own is kept
     # Learning from turns is a consent: a merge never switches it on for an existing agent.
     assert not agents["assistant"].learns_from_turns

@@ -32,3 +32,46 @@ def test_agent_get_or_create_refuses_bad_names_with_the_rule(alice, name, messag
     assert raised.value.field == "name"
     assert raised.value.message == message
     assert not Agent.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("typed", "name", "display_name"),
+    [
+        ("Claude Desktop", "claude-desktop", "Claude Desktop"),
+        ("  Claude   Desktop ", "claude-desktop", "Claude Desktop"),
+        ("cursor", "cursor", ""),
+        ("Mon Agent Café", "mon-agent-cafe", "Mon Agent Café"),
+    ],
+)
+def test_an_agent_is_named_as_typed_and_its_name_derived(alice, typed, name, display_name):
+    from profiles.services import agent_create
+
+    agent = agent_create(user=alice, display_name=typed, description=" Desk  helper ")
+
+    assert (agent.name, agent.display_name, agent.description) == (
+        name,
+        display_name,
+        "Desk helper",
+    )
+    assert str(agent) == agent.label == (display_name or name)
+
+
+@pytest.mark.django_db
+def test_agent_names_that_clash_or_keep_nothing_are_refused_clearly(alice):
+    from lib.errors import Conflict, InvalidInput
+    from profiles.services import agent_create
+
+    agent_create(user=alice, display_name="Claude Desktop")
+
+    with pytest.raises(Conflict) as clash:
+        agent_create(user=alice, display_name="claude  desktop!")
+    with pytest.raises(InvalidInput) as empty:
+        agent_create(user=alice, display_name="日本語")
+
+    assert clash.value.message == (
+        "You already have the agent 'Claude Desktop' (named 'claude-desktop' in paths and "
+        "tokens); choose another name."
+    )
+    assert empty.value.field == "name"
+    assert "at least one letter or digit" in empty.value.message
