@@ -725,8 +725,9 @@ class Tools:
             slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
             value: The memory itself, 1–2000 characters of plain text.
             confidence: How sure the agent is, between 0 and 1 (exclusive). Default 0.8.
-            tags: Up to 20 labels of a-z, 0-9, '_' and '-' (pattern
-            [a-z0-9][a-z0-9_-]{0,39}).
+            tags: Up to 20 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
+            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
+            routine'.
             source: Where the memory came from. Agents write 'tp_extracted' (the default) or
             'document'; only the user states facts ('user_stated').
             reason: Why, in a sentence; shown to the user if the change waits for review.
@@ -760,8 +761,9 @@ class Tools:
             on the Work page; raw HTML and scripts are removed there.
             kind: report (findings, a write-up), draft (something for the user to send or
             finish), summary (of a meeting, a thread, a document) or other.
-            tags: Up to 10 labels of a-z, 0-9, '_' and '-' (pattern
-            [a-z0-9][a-z0-9_-]{0,39}).
+            tags: Up to 10 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
+            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
+            routine'.
 
         POST /api/v1/tools/create_work
         """
@@ -1053,8 +1055,9 @@ class Tools:
             (a choice made), discovery (something found out), pattern (something that
             recurs), task (something to do), bugfix (a problem and its fix), fact (about the
             user or their world), instruction (how the user wants you to work).
-            tags: Up to 20 labels of a-z, 0-9, '_' and '-' (pattern
-            [a-z0-9][a-z0-9_-]{0,39}).
+            tags: Up to 20 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
+            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
+            routine'.
 
         POST /api/v1/tools/memory_store
         """
@@ -1208,8 +1211,9 @@ class Tools:
             slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
             value: The memory itself, 1–2000 characters of plain text.
             confidence: How sure the agent is, between 0 and 1 (exclusive). Default 0.8.
-            tags: Up to 20 labels of a-z, 0-9, '_' and '-' (pattern
-            [a-z0-9][a-z0-9_-]{0,39}).
+            tags: Up to 20 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
+            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
+            routine'.
             pinned: Pinned entries come first in working memory.
             reason: Why, in a sentence; shown to the user if the change waits for review.
 
@@ -1254,8 +1258,9 @@ class Tools:
             finish), summary (of a meeting, a thread, a document) or other.
             status: in_progress (still being worked on), done, or archived (kept, out of the
             way).
-            tags: Up to 10 labels of a-z, 0-9, '_' and '-' (pattern
-            [a-z0-9][a-z0-9_-]{0,39}).
+            tags: Up to 10 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
+            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
+            routine'.
 
         POST /api/v1/tools/update_work
         """
