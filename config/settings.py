@@ -102,6 +102,7 @@ INSTALLED_APPS = [
     "learning",
     "mcp_bridge",
     "portability",
+    "pages",  # the pages that span layers, above them all (pages/urls.py)
 ]
 
 MIDDLEWARE = [
@@ -114,6 +115,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "pages.middleware.UserTimezoneMiddleware",  # after auth: a signed-in user's own zone
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -134,8 +136,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "memory.context_processors.inbox",
-                "learning.context_processors.heartbeat_findings",
+                "pages.context_processors.nav_counts",
             ],
         },
     },
@@ -173,7 +174,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "context"
+LOGIN_REDIRECT_URL = "pages:context"  # the Context page
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"

@@ -5,7 +5,6 @@ from django.urls import include, path, re_path
 from django.views.decorators.csp import csp_override
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from context.search_views import search_page
 from lib.tool_manifest import api_not_found
 
 # Swagger UI loads its start-up script from the same URL (?script), so scripts stay 'self'
@@ -22,14 +21,13 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", swagger_ui, name="api_docs"),
     re_path(r"^api/", api_not_found),
-    # Pages: the Context page (memory), its Documents tab and search, activity, work, the
-    # reported turns, agents, account.
+    # Pages: those spanning layers (pages/urls.py: the Context page with its Documents tab,
+    # search, Settings, activity, the navigation), then each layer's own: the review inbox,
+    # work, the reported turns and the heartbeat, agents and accounts, export and import.
+    path("", include("pages.urls")),
     path("", include("memory.urls")),
-    path("activity/", include("activity.urls")),
     path("work/", include("work.urls")),
-    path("documents/", include("context.urls")),
     path("", include("learning.urls")),
-    path("search/", search_page, name="search"),
     path("", include("profiles.urls")),
     path("", include("portability.urls")),
 ]

@@ -1,4 +1,4 @@
-"""Forms of the Documents pages.
+"""Forms of the Documents pages (pages/views/documents.py).
 
 They check what the services check (path rules, body size) so errors show next to the
 field before anything is written; the views then call one service and attach anything
@@ -18,8 +18,6 @@ from context.services import MAX_BODY_BYTES
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-    from lib.errors import ServiceError
-
 CONTENT_ROWS = 18
 
 
@@ -35,12 +33,6 @@ def clean_body(text: str) -> str:
             code="too_large",
         )
     return text
-
-
-def add_service_error(form: forms.Form, error: ServiceError) -> None:
-    """Show a service's error next to the field it names (or above the form)."""
-    field = error.field if error.field in form.fields else None
-    form.add_error(field, error.message)
 
 
 def _content_field(label: str = "Content") -> forms.CharField:

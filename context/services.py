@@ -11,7 +11,6 @@ event in one transaction. Pages, the agent API, tasks and the admin all come thr
 from __future__ import annotations
 
 import datetime
-import zoneinfo
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,7 +32,7 @@ from context.models import (
 )
 from context.paths import InvalidPath, normalize_folder, normalize_path
 from lib.errors import Conflict, InvalidInput, NotFound, VersionConflict
-from memory.models import Memory
+from memory.selectors import user_zone
 from profiles.services import agent_check_owner, check_agents_may_write
 from search.chunking import split_into_chunks
 from search.indexing import request_embedding
@@ -491,15 +490,7 @@ def daily_path(day: datetime.date) -> str:
 
 def user_timezone(user: AbstractBaseUser | None) -> datetime.tzinfo:
     """The user's `timezone` memory as a zone; UTC when unset, invalid or for the global scope."""
-    if user is None:
-        return datetime.UTC
-    name = Memory.objects.filter(user=user, key="timezone").values_list("value", flat=True).first()
-    if not name:
-        return datetime.UTC
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return datetime.UTC
+    return user_zone(user)
 
 
 def append_agent_memory(*, agent: Agent, content: str, actor: Actor) -> Document:

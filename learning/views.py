@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from learning import heartbeat
 from learning.selectors import outcome_line, turn_get, turn_list, turn_story
-from lib.pages import render_page
+from lib.pages import HtmxHttpRequest, render_page
 from llm.models import Turn, TurnStatus
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _get_turn_for_user(user: AbstractBaseUser, turn_id: int) -> Turn:
 
 @login_required
 @require_GET
-def turn_list_page(request: HttpRequest) -> TemplateResponse:
+def turn_list_page(request: HtmxHttpRequest) -> TemplateResponse:
     form = TurnFilterForm(request.GET or None)
     turns = turn_list(user=request.user)
     status = form.cleaned_data["status"] if form.is_bound and form.is_valid() else ""
@@ -60,28 +60,16 @@ def turn_list_page(request: HttpRequest) -> TemplateResponse:
         "rows": [(turn, outcome_line(turn)) for turn in page.object_list],
         "filtered": bool(status),
     }
-    history_restore = request.htmx and request.htmx.history_restore_request
     status_code = 400 if form.is_bound and not form.is_valid() and not request.htmx else 200
-    return render_page(
-        request,
-        LIST_TEMPLATE,
-        context,
-        partial=None if history_restore else "turn-list",
-        status=status_code,
-    )
+    return render_page(request, LIST_TEMPLATE, context, partial="turn-list", status=status_code)
 
 
 @login_required
 @require_GET
-def turn_page(request: HttpRequest, turn_id: int) -> TemplateResponse:
+def turn_page(request: HtmxHttpRequest, turn_id: int) -> TemplateResponse:
     turn = _get_turn_for_user(request.user, turn_id)
-    history_restore = request.htmx and request.htmx.history_restore_request
-    return render_page(
-        request,
-        TURN_TEMPLATE,
-        {"story": turn_story(turn=turn), "turn": turn},
-        partial=None if history_restore else "turn",
-    )
+    context = {"story": turn_story(turn=turn), "turn": turn}
+    return render_page(request, TURN_TEMPLATE, context, partial="turn")
 
 
 # --- the heartbeat (learning/heartbeat.py): Run now, its status panel, the findings link -----
@@ -89,23 +77,23 @@ def turn_page(request: HttpRequest, turn_id: int) -> TemplateResponse:
 HEARTBEAT_PANEL_TEMPLATE = "learning/heartbeat_panel.html"
 
 
-def _heartbeat_panel(request: HttpRequest, **extra: Any) -> TemplateResponse:
+def _heartbeat_panel(request: HtmxHttpRequest, **extra: Any) -> TemplateResponse:
     context = {"status": heartbeat.heartbeat_status(user=request.user), **extra}
     return TemplateResponse(request, HEARTBEAT_PANEL_TEMPLATE, context)
 
 
 @login_required
 @require_GET
-def heartbeat_status_panel(request: HttpRequest) -> HttpResponse:
+def heartbeat_status_panel(request: HtmxHttpRequest) -> HttpResponse:
     """The Settings page's heartbeat status alone (htmx polls it while a run is going)."""
     if not request.htmx:
-        return redirect("settings")
+        return redirect("pages:settings")
     return _heartbeat_panel(request)
 
 
 @login_required
 @require_POST
-def heartbeat_run_now(request: HttpRequest) -> HttpResponse:
+def heartbeat_run_now(request: HtmxHttpRequest) -> HttpResponse:
     """Run now: send the user's heartbeat to the worker (the run records what came of it);
     refused while one runs or without a checklist."""
     sent = heartbeat.heartbeat_send_now(user=request.user)
@@ -114,12 +102,12 @@ def heartbeat_run_now(request: HttpRequest) -> HttpResponse:
             return _heartbeat_panel(request, run_message=sent.message)
         return _heartbeat_panel(request, run_error=sent.message)
     (messages.success if sent.queued else messages.error)(request, sent.message)
-    return redirect("settings")
+    return redirect("pages:settings")
 
 
 @login_required
 @require_GET
-def heartbeat_findings(request: HttpRequest) -> HttpResponse:
+def heartbeat_findings(request: HtmxHttpRequest) -> HttpResponse:
     """The navigation count's link: the findings count as seen, and the Work page shows
     the heartbeat's."""
     heartbeat.findings_mark_seen(user=request.user)

@@ -21,6 +21,7 @@ from activity.actors import Actor
 from activity.admin import AppendOnlyAdmin
 from lib.admin import ReadOnlyAdmin
 from lib.errors import NotFound, ServiceError
+from lib.pages import add_service_error
 from memory.keys import ENTRY_KINDS, PROFILE_KEYS, STYLE_ASPECTS, parse_key
 from memory.models import Memory, MemoryHistory, MemoryProposal, Source
 from memory.services import memory_clean, memory_delete, memory_upsert
@@ -68,7 +69,7 @@ class MemoryForm(forms.ModelForm):
                 )
             )
         except ServiceError as error:
-            self.add_error(error.field if error.field in self.fields else None, error.message)
+            add_service_error(self, error)
         return cleaned
 
 

@@ -1,4 +1,4 @@
-"""Forms of the Context page.
+"""Forms of the Context page (pages/views/context.py).
 
 They check the shape of what was typed. Where one Save makes several writes (the profile,
 a platform's styles, an entry's kind and text) they also validate each value the way the
@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django import forms
 
 from activity.actors import Actor
-from lib.errors import InvalidInput, ServiceError
+from lib.errors import InvalidInput
+from lib.pages import add_service_error
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN
 from memory.models import Memory
 from memory.services import memory_clean
@@ -46,11 +47,6 @@ def timezone_names() -> tuple[str, ...]:
 
 def split_tags(text: str) -> list[str]:
     return [tag.strip() for tag in text.split(",") if tag.strip()]
-
-
-def _add_service_error(form: forms.Form, error: InvalidInput, fields: dict[str, str]) -> None:
-    """Attach a service error to the form field it names (`fields` maps service → form)."""
-    form.add_error(fields.get(error.field or ""), error.message)
 
 
 class ProfileForm(forms.Form):
@@ -142,7 +138,7 @@ class StyleForm(forms.Form):
                             actor=Actor.for_user(self.user),
                         )
                     except InvalidInput as error:
-                        _add_service_error(self, error, {"value": aspect, "key": "platform"})
+                        add_service_error(self, error, {"value": aspect, "key": "platform"})
         return cleaned
 
 
@@ -156,14 +152,8 @@ class EntryForm(forms.Form):
     is written, since a changed kind is a second write (memory_rename).
     """
 
-    # A service error's field -> this form's field.
-    SERVICE_FIELDS: ClassVar[dict[str, str]] = {
-        "kind": "kind",
-        "slug": "key",
-        "key": "key",
-        "value": "value",
-        "tags": "tags",
-    }
+    # A service error's field -> this form's field, where the names differ.
+    SERVICE_FIELDS: ClassVar[dict[str, str]] = {"slug": "key"}
 
     kind = forms.ChoiceField(label="Kind", choices=list(KIND_LABELS.items()))
     value = forms.CharField(label="Text", widget=forms.Textarea(attrs={"rows": 3}))
@@ -215,12 +205,8 @@ class EntryForm(forms.Form):
                     tags=cleaned["tag_list"],
                 )
             except InvalidInput as error:
-                self.add_service_error(error)
+                add_service_error(self, error, self.SERVICE_FIELDS)
         return cleaned
-
-    def add_service_error(self, error: ServiceError) -> None:
-        """Show a service's error next to the field it names (or above the form)."""
-        self.add_error(self.SERVICE_FIELDS.get(error.field or ""), error.message)
 
 
 class BudgetForm(forms.Form):

@@ -3,8 +3,8 @@
 Each proposal shows who proposed it, when, why it waits, the agent's reason and a word-level
 diff of what it would change. Accept, edit then accept, reject and (for a near-duplicate)
 keep both work one by one and in bulk. An htmx request gets the changed row (or list) back
-with `HX-Trigger: inbox-changed`, on which the navigation's count reloads itself; a plain
-POST redirects to the inbox with a message.
+with `HX-Trigger: inbox-changed`, on which the navigation's count reloads itself
+(pages/views/nav.py); a plain POST redirects to the inbox with a message.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
 from lib.errors import InvalidInput, NotFound, ServiceError
-from lib.pages import render_page
+from lib.pages import HtmxHttpRequest, done, render_page, target_partial
 from memory.models import MemoryProposal, ProposalAction, ProposalStatus, ProposalTrigger
 from memory.review import MAX_BULK, proposal_accept, proposal_reject, proposals_decide
 from memory.selectors import proposal_list
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from memory.review import BulkDecision, Decided
 
 PAGE = "memory/inbox.html"
-NAV_PARTIAL = "base.html"  # its nav_inbox partial: the Inbox link with the count
 INBOX_CHANGED = "inbox-changed"
 DECIDED_DAYS = 30
 DECIDED_SHOWN = 50
@@ -186,7 +185,7 @@ def _get_proposal_for_user(user: AbstractBaseUser, pk: int) -> MemoryProposal:
     return proposal
 
 
-def _actor(request: HttpRequest) -> Actor:
+def _actor(request: HtmxHttpRequest) -> Actor:
     return Actor.for_user(request.user)
 
 
@@ -245,7 +244,7 @@ def _decided_rows(user: AbstractBaseUser) -> list[Row]:
     return [_row(proposal) for proposal in decided]
 
 
-def _page_context(request: HttpRequest, state: ListState | None = None) -> dict[str, Any]:
+def _page_context(request: HtmxHttpRequest, state: ListState | None = None) -> dict[str, Any]:
     return {
         **_list_context(request.user, state),
         "decided_rows": _decided_rows(request.user),
@@ -259,7 +258,7 @@ def _changed(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def _row_response(request: HttpRequest, row: Row) -> HttpResponse:
+def _row_response(request: HtmxHttpRequest, row: Row) -> HttpResponse:
     return render_page(request, PAGE, {"row": row}, partial="proposal_row")
 
 
@@ -268,21 +267,11 @@ def _row_response(request: HttpRequest, row: Row) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def inbox_page(request: HttpRequest) -> HttpResponse:
-    if request.htmx and request.htmx.target == "inbox-list":
-        return render_page(request, PAGE, _list_context(request.user), partial="inbox_list")
+def inbox_page(request: HtmxHttpRequest) -> HttpResponse:
+    partial = target_partial(request, {"inbox-list": "inbox_list"})
+    if partial is not None:  # the pending list alone (a refresh after a decision)
+        return render_page(request, PAGE, _list_context(request.user), partial=partial)
     return render_page(request, PAGE, _page_context(request))
-
-
-@login_required
-@require_http_methods(["GET", "HEAD"])
-def inbox_count(request: HttpRequest) -> HttpResponse:
-    """The navigation's Inbox link, for htmx to swap in after a decision."""
-    if not request.htmx:
-        return HttpResponseRedirect(_inbox_url())
-    current = request.htmx.current_url_abs_path or ""
-    context = {"nav_on_inbox": current.split("?", 1)[0] == _inbox_url()}
-    return render_page(request, NAV_PARTIAL, context, partial="nav_inbox")
 
 
 # ---------------------------------------------------------------- one proposal
@@ -290,7 +279,7 @@ def inbox_count(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["POST"])
-def proposal_accept_view(request: HttpRequest, pk: int) -> HttpResponse:
+def proposal_accept_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     proposal = _get_proposal_for_user(request.user, pk)
     value = request.POST.get("value")
     edited = None if value is None else value.replace("\r\n", "\n")
@@ -312,7 +301,7 @@ def proposal_accept_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["POST"])
-def proposal_reject_view(request: HttpRequest, pk: int) -> HttpResponse:
+def proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     proposal = _get_proposal_for_user(request.user, pk)
     try:
         decided = proposal_reject(user=request.user, proposal_id=proposal.pk, actor=_actor(request))
@@ -323,7 +312,7 @@ def proposal_reject_view(request: HttpRequest, pk: int) -> HttpResponse:
     return _decided(request, decided, keep_both=False)
 
 
-def _decided(request: HttpRequest, decided: Decided, *, keep_both: bool) -> HttpResponse:
+def _decided(request: HtmxHttpRequest, decided: Decided, *, keep_both: bool) -> HttpResponse:
     proposal = decided.proposal
     row = _row(_get_proposal_for_user(request.user, proposal.pk))
     if request.htmx:
@@ -337,11 +326,12 @@ def _decided(request: HttpRequest, decided: Decided, *, keep_both: bool) -> Http
         message = f"Accepted: {key} is deleted from your memory."
     else:
         message = f"Accepted: {key} is now in your memory."
-    messages.success(request, message)
-    return HttpResponseRedirect(_inbox_url())
+    return done(request, message, _inbox_url())
 
 
-def _failed(request: HttpRequest, pk: int, error: ServiceError, edited: str | None) -> HttpResponse:
+def _failed(
+    request: HtmxHttpRequest, pk: int, error: ServiceError, edited: str | None
+) -> HttpResponse:
     """A decision that could not be made: decided or expired meanwhile (the row shows its
     state now), or edited text the memory cannot take (the edit box keeps the text)."""
     row = _row(_get_proposal_for_user(request.user, pk))
@@ -366,7 +356,7 @@ DECISIONS = {"accept": True, "reject": False}
 
 @login_required
 @require_http_methods(["POST"])
-def proposals_bulk(request: HttpRequest) -> HttpResponse:
+def proposals_bulk(request: HtmxHttpRequest) -> HttpResponse:
     raw_ids = request.POST.getlist("ids")
     decision = request.POST.get("decision", "")
     if decision not in DECISIONS or not all(raw.isdigit() for raw in raw_ids):
@@ -406,7 +396,7 @@ def _bulk_summary(result: BulkDecision, *, accepted: bool) -> str:
 
 
 def _bulk_answer(
-    request: HttpRequest, state: ListState, *, status: int = 200, changed: bool = False
+    request: HtmxHttpRequest, state: ListState, *, status: int = 200, changed: bool = False
 ) -> HttpResponse:
     if request.htmx:
         context = _list_context(request.user, state)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, NamedTuple
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db.models import F, Max, Q, Window
 from django.utils import timezone
@@ -47,6 +49,16 @@ def memory_list(
     if after_key is not None:
         memories = memories.filter(key__gt=after_key)
     return memories.order_by("key")
+
+
+def user_zone(user: AbstractBaseUser | None) -> ZoneInfo:
+    """The zone of the user's `timezone` memory; UTC when unset, unknown, or no user."""
+    if user is None or not user.is_authenticated:
+        return ZoneInfo("UTC")
+    name = Memory.objects.filter(user=user, key="timezone").values_list("value", flat=True).first()
+    with contextlib.suppress(ZoneInfoNotFoundError, ValueError, TypeError):
+        return ZoneInfo(name or "UTC")
+    return ZoneInfo("UTC")
 
 
 def memory_list_recent(*, user: AbstractBaseUser) -> QuerySet[Memory]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import connection
@@ -39,7 +39,7 @@ from lib.errors import InvalidInput
 from lib.tokenizer import TokenCounter, get_token_counter
 from memory.keys import PROFILE_KEYS
 from memory.models import Memory, Source
-from memory.selectors import memory_list_recent, memory_states_as_of
+from memory.selectors import memory_list_recent, memory_states_as_of, user_zone
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from profiles.services import profile_for_user
 
@@ -566,7 +566,7 @@ def build_scratchpad(*, user: AbstractBaseUser, budget: int | None = None) -> Sc
     recent = memory_list_recent(user=user)
     rows = list(recent.values_list("key", "value", "tags", "updated_at")[:most])
     total = recent.count() if len(rows) == most else len(rows)
-    zone = _user_zone(user)
+    zone = user_zone(user)
     limit = settings.MNEMO_WORKING_MEMORY_LINE_CHARS
     lines: list[tuple[str, str]] = []  # (key, line)
     for key, value, tags, updated_at in rows:
@@ -584,14 +584,6 @@ def build_scratchpad(*, user: AbstractBaseUser, budget: int | None = None) -> Sc
         left_out=total - chosen,
         counter=counter.name,
     )
-
-
-def _user_zone(user: AbstractBaseUser) -> ZoneInfo:
-    name = Memory.objects.filter(user=user, key="timezone").values_list("value", flat=True).first()
-    try:
-        return ZoneInfo(name or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
 
 
 def _scratchpad_line(

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_http_methods
 
 from lib.errors import ServiceError
-from lib.pages import render_page
+from lib.pages import HtmxHttpRequest, render_page
 from portability.importing import MAX_UPLOAD_BYTES, import_job_create
 from portability.models import ImportJob, ImportKind, ImportMode
 
@@ -45,7 +45,7 @@ class ImportForm(forms.Form):
         return data
 
 
-def _get_job_for_user(request: HttpRequest, pk: int) -> ImportJob:
+def _get_job_for_user(request: HtmxHttpRequest, pk: int) -> ImportJob:
     job = ImportJob.objects.filter(pk=pk, user=request.user).first()
     if job is None:
         raise Http404("No such import.")
@@ -54,7 +54,7 @@ def _get_job_for_user(request: HttpRequest, pk: int) -> ImportJob:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def import_start(request: HttpRequest) -> TemplateResponse | HttpResponseRedirect:
+def import_start(request: HtmxHttpRequest) -> TemplateResponse | HttpResponseRedirect:
     if request.method == "POST":
         form = ImportForm(request.POST, request.FILES)
         if form.is_valid():
@@ -81,6 +81,6 @@ def import_start(request: HttpRequest) -> TemplateResponse | HttpResponseRedirec
 
 @login_required
 @require_http_methods(["GET"])
-def import_job(request: HttpRequest, pk: int) -> TemplateResponse:
+def import_job(request: HtmxHttpRequest, pk: int) -> TemplateResponse:
     job = _get_job_for_user(request, pk)
     return render_page(request, "portability/import_job.html", {"job": job}, partial="progress")

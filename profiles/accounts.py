@@ -130,7 +130,7 @@ class PasswordChange(SuccessMessageMixin, auth_views.PasswordChangeView):
     """Django's view (sign-in required; keeps this session signed in, ends the others)."""
 
     template_name = "registration/change_password.html"
-    success_url = reverse_lazy("settings")
+    success_url = reverse_lazy("pages:settings")
     success_message = (
         "Your password was changed. You are still signed in here; other sessions were signed out."
     )

@@ -159,7 +159,7 @@ def test_a_crash_in_a_page_is_a_styled_500(quiet_client, alice, monkeypatch):
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("profiles.views._settings_context", crash)
+    monkeypatch.setattr("pages.views.settings._settings_context", crash)
     quiet_client.force_login(alice)
 
     response = quiet_client.get("/settings/")

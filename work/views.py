@@ -8,12 +8,12 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest
+from django.http import Http404
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET
 
 from lib.markdown import render_markdown
-from lib.pages import render_page
+from lib.pages import HtmxHttpRequest, render_page
 from profiles.models import Agent
 from work.models import WorkItem, WorkKind
 from work.selectors import NO_AGENT, heartbeat_finding_count, work_get, work_list
@@ -47,7 +47,7 @@ def _get_work_for_user(user: Any, pk: int) -> WorkItem:
 
 @login_required
 @require_GET
-def work_list_page(request: HttpRequest) -> TemplateResponse:
+def work_list_page(request: HtmxHttpRequest) -> TemplateResponse:
     # Only the filters' own parameters bind the form: ?page=2 alone is no filter.
     bound = any(request.GET.get(name) for name in ("kind", "agent"))
     form = WorkFilterForm(request.GET if bound else None, user=request.user)
@@ -69,29 +69,17 @@ def work_list_page(request: HttpRequest) -> TemplateResponse:
         "findings": heartbeat_finding_count(user=request.user),
         "heartbeat": WorkKind.HEARTBEAT.value,
     }
-    history_restore = request.htmx and request.htmx.history_restore_request
     status = 400 if bound and not form.is_valid() and not request.htmx else 200
-    return render_page(
-        request,
-        LIST_TEMPLATE,
-        context,
-        partial=None if history_restore else "work-list",
-        status=status,
-    )
+    return render_page(request, LIST_TEMPLATE, context, partial="work-list", status=status)
 
 
 @login_required
 @require_GET
-def work_detail_page(request: HttpRequest, pk: int) -> TemplateResponse:
+def work_detail_page(request: HtmxHttpRequest, pk: int) -> TemplateResponse:
     item = _get_work_for_user(request.user, pk)
-    history_restore = request.htmx and request.htmx.history_restore_request
-    return render_page(
-        request,
-        "work/detail.html",
-        {
-            "item": item,
-            "body_html": render_markdown(item.body),
-            "is_finding": item.kind == WorkKind.HEARTBEAT,
-        },
-        partial=None if history_restore else "work-item",
-    )
+    context = {
+        "item": item,
+        "body_html": render_markdown(item.body),
+        "is_finding": item.kind == WorkKind.HEARTBEAT,
+    }
+    return render_page(request, "work/detail.html", context, partial="work-item")

@@ -1,6 +1,7 @@
 """The Settings page's LLM panel, as a tag: `{% load llm_usage %}{% llm_usage_panel %}`.
 
-profiles/ never imports llm/ (llm imports profiles), so its page loads this by name."""
+The panel is llm/'s own, context and template; the Settings page (pages/views/settings.py)
+shows it where its template loads the tag."""
 
 from __future__ import annotations
 

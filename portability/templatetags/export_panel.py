@@ -1,6 +1,7 @@
 """The Settings page's "Download everything" panel: `{% load export_panel %}{% export_panel %}`.
 
-profiles/ never imports portability/ (it sits above), so the page loads this by name."""
+The panel is portability/'s own; the Settings page (pages/views/settings.py) shows it where
+its template loads the tag."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def signed_in_page(new_page: Callable[..., Page]) -> Callable[..., Page]:
 
 @pytest.fixture
 def url(live_server) -> Callable[..., str]:
-    """url("memory_history", pk) -> the live server's absolute URL for that page."""
+    """url("pages:memory_history", pk) -> the live server's absolute URL for that page."""
 
     def absolute(name: str, *args: object) -> str:
         return live_server.url + reverse(name, args=args)

@@ -50,7 +50,7 @@ def test_change_password_from_settings_without_javascript(signed_in_page, alice,
     page.get_by_label("Confirm new password").fill(NEW_PASSWORD)
     page.get_by_role("button", name="Change password").click()
 
-    expect(page).to_have_url(url("settings"))
+    expect(page).to_have_url(url("pages:settings"))
     expect(page.get_by_role("status").filter(has_text="Your password was changed")).to_have_text(
         "Your password was changed. You are still signed in here; other sessions were signed out."
     )
@@ -58,5 +58,5 @@ def test_change_password_from_settings_without_javascript(signed_in_page, alice,
 
     page.get_by_role("button", name="Sign out").click()
     submit_sign_in(page, "alice", NEW_PASSWORD)
-    expect(page).to_have_url(url("context"))
+    expect(page).to_have_url(url("pages:context"))
     expect(page.get_by_role("navigation", name="Main")).to_contain_text("alice")

@@ -87,7 +87,7 @@ def test_create_edit_delete_and_undo_without_reloading(signed_in_page, alice, sa
 def test_a_conflicting_save_keeps_the_text(signed_in_page, alice, alice_agent, same_document, url):
     document_write(user=alice, path="plan.md", content="v1", actor=Actor.for_user(alice))
     page = signed_in_page(alice)
-    page.goto(url("document", "mine", "plan.md"))
+    page.goto(url("pages:document", "mine", "plan.md"))
 
     with same_document(page):
         page.get_by_role("link", name="Edit plan.md").click()
@@ -115,7 +115,7 @@ def test_restore_an_older_version_from_the_history(
     )
     first = DocumentVersion.objects.filter(path="plan.md").order_by("id").first()
     page = signed_in_page(alice)
-    page.goto(url("document", "mine", "plan.md"))
+    page.goto(url("pages:document", "mine", "plan.md"))
     expect(page.locator("#doc-body h1")).to_have_text("Plan B")
 
     with same_document(page):

@@ -100,7 +100,7 @@ def test_a_memory_result_leads_to_its_entry(signed_in_page, parcel):
 
 def test_the_search_page_keeps_its_address_in_step(signed_in_page, parcel, same_document, url):
     page = signed_in_page(parcel)
-    page.goto(url("search") + "?q=parcel")
+    page.goto(url("pages:search") + "?q=parcel")
     expect(page.get_by_role("heading", name="Search", exact=True)).to_be_visible()
     expect(results(page)).to_contain_text("for “parcel”")
 
@@ -151,7 +151,7 @@ def test_nothing_close_says_no_matches_and_shows_the_closest_on_request(
         embedder = get_embedder(source.embedder_role)
         embed_rows(rows_needing_vectors(source, embedder.model), embedder)
     page = signed_in_page(parcel)
-    page.goto(url("search") + "?q=xylophone+quartet")
+    page.goto(url("pages:search") + "?q=xylophone+quartet")
 
     expect(results(page)).to_contain_text("No matches for “xylophone quartet”.")
     expect(results(page)).not_to_contain_text("QX-88213")

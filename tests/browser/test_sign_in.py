@@ -7,12 +7,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_sign_in_through_the_login_form_lands_on_the_context_page(signed_in_page, alice, url):
     page = signed_in_page(alice)
 
-    expect(page).to_have_url(url("context"))
+    expect(page).to_have_url(url("pages:context"))
     expect(page.get_by_role("navigation", name="Main")).to_contain_text("alice")
 
 
 def test_wrong_password_is_refused(page, alice, url):
-    page.goto(url("context"))
+    page.goto(url("pages:context"))
     expect(page).to_have_url(url("login") + "?next=/")
 
     page.get_by_label("Username").fill("alice")

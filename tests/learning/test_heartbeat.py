@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import threading
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -19,6 +20,7 @@ from context.services import document_write, user_timezone
 from learning import heartbeat, tasks
 from learning.models import HeartbeatRun, RunOutcome, RunTrigger, WebhookStatus
 from llm.models import LLMCall
+from memory.services import memory_upsert
 from profiles.models import Profile
 from profiles.services import profile_set_heartbeat, profile_update
 from tests.factories import MemoryFactory
@@ -524,11 +526,13 @@ def test_settings_show_the_last_run_and_the_next(client, alice, llm_server):
     write(alice, "HEARTBEAT.md", CHECKLIST)
     llm_server.script_chat(ChatReply(FINDING))
     run = heartbeat.heartbeat_run(user=alice)
+    memory_upsert(user=alice, key="timezone", value="Asia/Tokyo", actor=Actor.for_user(alice))
     client.force_login(alice)
     html = client.get("/settings/").content.decode()
     assert '<strong class="outcome-finding">Finding</strong>' in html
     assert f'<a href="/work/{run.work_item_id}/">The release is due tomorrow</a>' in html
-    assert f"{run.next_due_at:%b} {run.next_due_at.day}, {run.next_due_at:%H:%M} UTC" in html
+    local = run.next_due_at.astimezone(ZoneInfo("Asia/Tokyo"))  # the user's zone, not UTC
+    assert f"{local:%b} {local.day}, {local:%H:%M}</time>" in html
     assert "(then every 30 minutes)" in html
 
 

@@ -16,10 +16,10 @@ from django.utils import timezone
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from memory import review
-from memory.context_processors import inbox
 from memory.models import Memory, MemoryHistory, MemoryProposal
 from memory.review_views import Part, word_diff
 from memory.services import memory_upsert
+from pages.context_processors import nav_counts
 from profiles.models import Profile
 from profiles.services import agent_set_learning, profile_update
 
@@ -497,15 +497,15 @@ def test_the_count_is_one_query_and_none_for_visitors(alice, bob, alice_token, c
     request.user = alice
 
     with CaptureQueriesContext(connection) as queries:
-        context = inbox(request)
+        context = nav_counts(request)
         assert len(queries) == 0  # only when a template shows it
         assert (context["inbox_count"](), context["inbox_count"]()) == (1, 1)
     assert len(queries) == 1
 
     request.user = bob
-    assert inbox(request)["inbox_count"]() == 0
+    assert nav_counts(request)["inbox_count"]() == 0
     request.user = AnonymousUser()
-    assert inbox(request) == {}
+    assert nav_counts(request) == {}
 
 
 # ---------------------------------------------------------------- the review setting

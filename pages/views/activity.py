@@ -1,4 +1,8 @@
-"""The Activity page: the user's log of what happened, newest first, filterable."""
+"""The Activity page: the user's log of what happened, newest first, filterable.
+
+It tells every layer's events in words (memories, proposals, documents, work, the heartbeat,
+turns) and links to their pages, so it lives in pages/; activity/ below keeps the log.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,18 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET
 
 from activity.actors import ActorKind
 from activity.models import ActivityEvent, EventType
 from activity.selectors import activity_list
-from lib.pages import render_page
+from lib.pages import HtmxHttpRequest, Who, render_page, who
 from profiles.models import Agent
 from work.models import WorkKind
 
 PER_PAGE = 50
-TEMPLATE = "activity/activity.html"
+TEMPLATE = "pages/activity.html"
 MEMORY_ACTIONS = {
     "create": "Created",
     "update": "Updated",
@@ -80,8 +83,7 @@ class Row:
 
     event: ActivityEvent
     label: str
-    who: str
-    who_kind: str
+    who: Who
     verb: str
     subject: str
     detail: str
@@ -211,7 +213,7 @@ def _turn_processed(payload: dict[str, Any], turn: str) -> str:
     return f"{turn} processed: " + ", ".join(part for part in parts if part)
 
 
-def _describe_learning(event: ActivityEvent, who: str) -> tuple[str, int | None]:
+def _describe_learning(event: ActivityEvent, by_agent: str) -> tuple[str, int | None]:
     """(sentence, turn id) for the assistant loop's events; the row links to the turn."""
     payload = event.payload if isinstance(event.payload, dict) else {}
     turn_id = payload.get("turn_id")
@@ -219,7 +221,7 @@ def _describe_learning(event: ActivityEvent, who: str) -> tuple[str, int | None]
     turn = f"Turn {turn_id}" if turn_id else "A turn"
     kind = event.event_type
     if kind == EventType.TURN_REPORTED:
-        by = f" by agent {who}" if event.actor_type == ActorKind.AGENT else ""
+        by = f" by agent {by_agent}" if event.actor_type == ActorKind.AGENT else ""
         if payload.get("learning"):
             return f"{turn} reported{by}: Mnemo learns from it", turn_id
         reason = _text(payload.get("reason"))
@@ -246,29 +248,19 @@ def _describe_learning(event: ActivityEvent, who: str) -> tuple[str, int | None]
     return f"Daily LLM budget reached: {used:,} of {budget:,} tokens", turn_id
 
 
-def _who(event: ActivityEvent, user: Any) -> tuple[str, str]:
-    if event.actor_type == ActorKind.AGENT:
-        return (event.actor_agent.name if event.actor_agent else "a deleted agent"), "agent"
-    if event.actor_type == ActorKind.USER:
-        if event.actor_user_id == user.pk:
-            return "you", "user"
-        return (str(event.actor_user) if event.actor_user else "a deleted user"), "user"
-    return "system", "system"
-
-
-def _row(event: ActivityEvent, user: Any) -> Row:
-    who, who_kind = _who(event, user)
+def _row(request: HtmxHttpRequest, event: ActivityEvent) -> Row:
+    by = who(request, event)
     label = event.get_event_type_display()
     if event.event_type in LEARNING_EVENTS:
-        sentence, turn_id = _describe_learning(event, who)
-        return Row(event, label, who, who_kind, sentence, "", "", None, turn_id)
+        sentence, turn_id = _describe_learning(event, by.name)
+        return Row(event, label, by, sentence, "", "", None, turn_id)
     verb, subject, detail, work_id = _describe(event)
-    return Row(event, label, who, who_kind, verb, subject, detail, work_id)
+    return Row(event, label, by, verb, subject, detail, work_id)
 
 
 @login_required
 @require_GET
-def activity_page(request: HttpRequest) -> TemplateResponse:
+def activity_page(request: HtmxHttpRequest) -> TemplateResponse:
     form = ActivityFilterForm(request.GET or None, user=request.user)
     filtered = False
     if form.is_bound and form.is_valid():
@@ -286,10 +278,8 @@ def activity_page(request: HttpRequest) -> TemplateResponse:
     context = {
         "form": form,
         "page": page,
-        "rows": [_row(event, request.user) for event in page.object_list],
+        "rows": [_row(request, event) for event in page.object_list],
         "filtered": filtered,
     }
-    history_restore = getattr(request, "htmx", None) and request.htmx.history_restore_request
-    partial = None if history_restore else "activity-list"
     status = 400 if form.is_bound and not form.is_valid() and not request.htmx else 200
-    return render_page(request, TEMPLATE, context, partial=partial, status=status)
+    return render_page(request, TEMPLATE, context, partial="activity-list", status=status)

@@ -5,9 +5,9 @@ import re
 import pytest
 
 from activity.actors import Actor
-from context.search_views import highlight
 from context.services import document_write
 from memory.services import memory_upsert
+from pages.views.search import highlight
 from profiles.services import token_create
 from search.embeddings import get_embedder
 from search.indexing import embed_rows, rows_needing_vectors

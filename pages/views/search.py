@@ -1,7 +1,7 @@
 """The search box: one query across the user's memory entries and documents.
 
-A page over two layers, so it lives here, in the upper one (context may import memory; the
-search engine below both knows neither). Mounted at /search/ by config/urls.py.
+A page over two layers, so it lives in pages/ (the search engine below both layers knows
+neither). At /search/.
 
 GET /search/?q=… is a page of its own (linkable, works without JavaScript). A query that
 matches nothing in words and little in meaning finds nothing ("No matches"); the page then
@@ -30,18 +30,17 @@ from django.views.decorators.vary import vary_on_headers
 from context.search import DocumentHit, search_everything
 from context.selectors import global_documents_readable, scope_of_row
 from lib.errors import InvalidInput
-from lib.pages import render_page
+from lib.pages import HtmxHttpRequest, render_page
 from memory.keys import ENTRY_KINDS
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, Ranks
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
-    from django.http import HttpRequest
     from django.template.response import TemplateResponse
 
     from memory.search import MemoryHit
 
-PAGE = "search/search.html"
+PAGE = "pages/search.html"
 RESULTS_PARTIAL = "results"
 RESULT_LIMIT = 10  # of each kind
 _HIGHLIGHTED = re.compile(f"{re.escape(HIGHLIGHT_START)}(.*?){re.escape(HIGHLIGHT_END)}", re.DOTALL)
@@ -103,7 +102,7 @@ def _why(ranks: Ranks, score: float, factors: str) -> str:
 def _memory_url(hit: MemoryHit) -> str:
     """Where the memory lives on the Context page: its tab, scrolled to its row."""
     memory = hit.memory
-    context = reverse("context")
+    context = reverse("pages:context")
     if memory.kind in ENTRY_KINDS:
         return f"{context}?tab=entries#memory-{memory.pk}"
     if memory.kind == "style":
@@ -123,7 +122,7 @@ def _document_result(user: AbstractBaseUser, hit: DocumentHit) -> DocumentResult
     return DocumentResult(
         hit=hit,
         scope_label=scope.label,
-        url=reverse("document", args=[scope.key, hit.path]),
+        url=reverse("pages:document", args=[scope.key, hit.path]),
         snippet=highlight(hit.snippet),
         how=_how(hit.ranks),
         why=_why(hit.ranks, hit.score, f"× freshness {hit.freshness:.3f}"),
@@ -146,18 +145,18 @@ def _results(user: AbstractBaseUser, query: str, *, closest: bool) -> dict[str, 
     }
 
 
-def _on_search_page(request: HttpRequest) -> bool:
+def _on_search_page(request: HtmxHttpRequest) -> bool:
     """False for the box on the Context page, whose results then offer a link to this page."""
     if not request.htmx:
         return True
     current = request.htmx.current_url_abs_path or ""
-    return current.split("?", 1)[0] == reverse("search")
+    return current.split("?", 1)[0] == reverse("pages:search")
 
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
 @vary_on_headers("HX-Request")
-def search_page(request: HttpRequest) -> TemplateResponse:
+def search_page(request: HtmxHttpRequest) -> TemplateResponse:
     query = request.GET.get("q", "")
     closest = request.GET.get("closest") == "1"
     context: dict[str, Any] = {
@@ -176,6 +175,4 @@ def search_page(request: HttpRequest) -> TemplateResponse:
             context["error"] = error.message
             # htmx leaves a 4xx response unswapped; it gets the message with a 200.
             status = 200 if request.htmx else 400
-    history_restore = request.htmx and request.htmx.history_restore_request
-    partial = None if history_restore else RESULTS_PARTIAL
-    return render_page(request, PAGE, context, partial=partial, status=status)
+    return render_page(request, PAGE, context, partial=RESULTS_PARTIAL, status=status)

@@ -1,4 +1,6 @@
-"""The Context page: profile, styles and entries, with the working-memory preview and history.
+"""The Context page: profile, styles and entries, with the working-memory preview, and each
+memory's history and the recently deleted. Its Documents tab is pages/views/documents.py,
+which shows the same tab links (`context_tab_links`).
 
 Every write goes through memory.services (or profiles.services for the budget). Each view
 answers an htmx request with the one partial it changed (plus `HX-Trigger: memory-changed`
@@ -25,16 +27,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.forms import BoundField
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import dateformat, timezone
 from django.utils.text import Truncator
 from django.views.decorators.http import require_http_methods
 
-from activity.actors import Actor, ActorKind
+from activity.actors import Actor
 from lib.errors import InvalidInput, NotFound, ServiceError
-from lib.pages import render_page
+from lib.pages import HtmxHttpRequest, add_service_error, done, render_page, target_partial, who
 from memory.forms import (
     KIND_LABELS,
     PROFILE_FIELDS,
@@ -68,10 +70,13 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
     from django.template.response import TemplateResponse
 
-PAGE = "memory/context.html"
-HISTORY_PAGE = "memory/history.html"
-DELETED_PAGE = "memory/deleted.html"
+PAGE = "pages/context.html"
+HISTORY_PAGE = "pages/memory_history.html"
+DELETED_PAGE = "pages/memory_deleted.html"
 TABS = {"profile": "Profile", "styles": "Styles", "entries": "Entries"}
+# The regions a GET of the page swaps, by the id htmx aims at: the entry list (filters, a
+# refresh after a change) and the tabs with their panel (a tab link).
+TARGETS = {"entry-list": "entry_list", "context-tabs": "tabs"}
 MEMORY_CHANGED = "memory-changed"
 ENTRIES_CHANGED = "entries-changed"
 KEEP_HEADER = "Mnemo-Keep"
@@ -106,23 +111,28 @@ def _get_history_for_user(user: AbstractBaseUser, history_id: int) -> MemoryHist
     )
 
 
-def _actor(request: HttpRequest) -> Actor:
+def _actor(request: HtmxHttpRequest) -> Actor:
     return Actor.for_user(request.user)
 
 
 def _tab_url(tab: str, anchor: str = "") -> str:
-    return f"{reverse('context')}?tab={tab}{anchor}"
+    return f"{reverse('pages:context')}?tab={tab}{anchor}"
 
 
 def context_tab_links() -> list[dict[str, Any]]:
     """The Context page's tab nav. Profile, Styles and Entries swap in place with htmx;
-    Documents is its own page (context/views.py) that shows the same nav."""
+    Documents is its own page (pages/views/documents.py) that shows the same nav."""
     tabs: list[dict[str, Any]] = [
         {"name": name, "label": label, "url": _tab_url(name), "htmx": True}
         for name, label in TABS.items()
     ]
     tabs.append(
-        {"name": "documents", "label": "Documents", "url": reverse("documents"), "htmx": False}
+        {
+            "name": "documents",
+            "label": "Documents",
+            "url": reverse("pages:documents"),
+            "htmx": False,
+        }
     )
     return tabs
 
@@ -133,12 +143,7 @@ def _changed(response: HttpResponse, *events: str) -> HttpResponse:
     return response
 
 
-def _done(request: HttpRequest, message: str, url: str) -> HttpResponseRedirect:
-    messages.success(request, message)
-    return HttpResponseRedirect(url)
-
-
-def _kept(request: HttpRequest) -> set[str]:
+def _kept(request: HtmxHttpRequest) -> set[str]:
     """The ids of elements with unsaved typing inside the region an htmx request refreshes
     (open entry editors, edited style rows), sent by static/js/unsaved.js. The region marks
     them `hx-preserve`, so htmx keeps the live elements instead of the fresh ones."""
@@ -254,7 +259,7 @@ def _style_rows(
     return rows
 
 
-def _entries_context(request: HttpRequest) -> dict[str, Any]:
+def _entries_context(request: HtmxHttpRequest) -> dict[str, Any]:
     """The entry list, filtered, grouped by kind. Entries whose editor is open in the page
     (`_kept`) stay listed whatever the filters say, marked `kept`: the browser keeps their
     editors, with what was typed in them, across this refresh."""
@@ -353,7 +358,7 @@ def _read_as_of(value: str, zone: ZoneInfo) -> tuple[datetime | None, str]:
 
 
 def _page_context(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     *,
     tab: str,
     profile_form: ProfileForm | None = None,
@@ -393,7 +398,7 @@ def _page_context(
     return context
 
 
-def _undo_offer(request: HttpRequest, memories: dict[str, Memory]) -> MemoryHistory | None:
+def _undo_offer(request: HtmxHttpRequest, memories: dict[str, Memory]) -> MemoryHistory | None:
     """After a delete without JavaScript, the redirect carries ?undo=<history id>."""
     history_id = request.GET.get("undo", "")
     if not history_id.isdigit():
@@ -407,7 +412,9 @@ def _undo_offer(request: HttpRequest, memories: dict[str, Memory]) -> MemoryHist
     return row
 
 
-def _page(request: HttpRequest, *, tab: str, status: int = 200, **overrides: Any):
+def _page(
+    request: HtmxHttpRequest, *, tab: str, status: int = 200, **overrides: Any
+) -> TemplateResponse:
     return render_page(request, PAGE, _page_context(request, tab=tab, **overrides), status=status)
 
 
@@ -416,27 +423,25 @@ def _page(request: HttpRequest, *, tab: str, status: int = 200, **overrides: Any
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def context_page(request: HttpRequest) -> TemplateResponse:
+def context_page(request: HtmxHttpRequest) -> TemplateResponse:
     tab = request.GET.get("tab", "profile")
     tab = tab if tab in TABS else "profile"
-    if request.htmx and request.htmx.target == "entry-list":
-        return render_page(request, PAGE, _entries_context(request), partial="entry_list")
-    if request.htmx and request.htmx.target == "context-tabs":
-        context = _page_context(request, tab=tab)
-        return render_page(request, PAGE, context, partial="tabs")
-    return _page(request, tab=tab)
+    partial = target_partial(request, TARGETS)
+    if partial == "entry_list":  # the list alone: no preview to build
+        return render_page(request, PAGE, _entries_context(request), partial=partial)
+    return render_page(request, PAGE, _page_context(request, tab=tab), partial=partial)
 
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def context_preview(request: HttpRequest) -> HttpResponse:
+def context_preview(request: HtmxHttpRequest) -> HttpResponse:
     """The preview partial, now or `?as_of=` a past time; without htmx, the page with it."""
     as_of = request.GET.get("as_of", "").strip()
     if request.htmx:
         context = _preview_context(request.user, as_of=as_of)
         return render_page(request, PAGE, context, partial="preview")
     if not as_of:
-        return HttpResponseRedirect(reverse("context"))
+        return HttpResponseRedirect(reverse("pages:context"))
     tab = request.GET.get("tab", "profile")
     tab = tab if tab in TABS else "profile"
     context = _page_context(request, tab=tab)
@@ -446,7 +451,7 @@ def context_preview(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["POST"])
-def budget_save(request: HttpRequest) -> HttpResponse:
+def budget_save(request: HtmxHttpRequest) -> HttpResponse:
     form = BudgetForm(request.POST)
     if form.is_valid():
         try:
@@ -462,10 +467,10 @@ def budget_save(request: HttpRequest) -> HttpResponse:
         context = _preview_context(request.user)
         context["budget_note"] = "Saved."
         return render_page(request, PAGE, context, partial="preview")
-    return _done(request, "Saved your token budget.", _tab_url(_tab_of(request)))
+    return done(request, "Saved your token budget.", _tab_url(_tab_of(request)))
 
 
-def _tab_of(request: HttpRequest) -> str:
+def _tab_of(request: HtmxHttpRequest) -> str:
     tab = request.POST.get("tab", "profile")
     return tab if tab in TABS else "profile"
 
@@ -475,7 +480,7 @@ def _tab_of(request: HttpRequest) -> str:
 
 @login_required
 @require_http_methods(["POST"])
-def profile_save(request: HttpRequest) -> HttpResponse:
+def profile_save(request: HtmxHttpRequest) -> HttpResponse:
     """Save the whole profile form: each field that changed is one memory_set (one history
     row per changed key); an emptied field removes its key, one the POST leaves out is left
     alone. If any field would be refused, nothing is saved: the form comes back with every
@@ -509,7 +514,7 @@ def profile_save(request: HttpRequest) -> HttpResponse:
         context = _profile_context(user, _memories_by_key(user, kind="profile"), note=note)
         response = render_page(request, PAGE, context, partial="profile_form")
         return _changed(response) if changed else response
-    return _done(request, note, _tab_url("profile"))
+    return done(request, note, _tab_url("profile"))
 
 
 def _profile_note(statuses: dict[str, str]) -> str:
@@ -547,7 +552,7 @@ def _memories_by_key(user: AbstractBaseUser, kind: str = "style") -> dict[str, M
 
 @login_required
 @require_http_methods(["POST"])
-def style_add(request: HttpRequest) -> HttpResponse:
+def style_add(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
     form = StyleForm(request.POST, user=user, adding=True, prefix="style")
     if form.is_valid():
@@ -567,11 +572,11 @@ def style_add(request: HttpRequest) -> HttpResponse:
     if request.htmx:
         context = _styles_panel(request, note=note)
         return _changed(render_page(request, PAGE, context, partial="styles_panel"))
-    return _done(request, note, _tab_url("styles"))
+    return done(request, note, _tab_url("styles"))
 
 
 def _styles_panel(
-    request: HttpRequest, add_form: StyleForm | None = None, note: str = ""
+    request: HtmxHttpRequest, add_form: StyleForm | None = None, note: str = ""
 ) -> dict[str, Any]:
     """The platforms and the add form; rows being edited in the page are kept (_kept)."""
     user = request.user
@@ -584,7 +589,7 @@ def _styles_panel(
 
 @login_required
 @require_http_methods(["POST"])
-def style_save(request: HttpRequest, platform: str) -> HttpResponse:
+def style_save(request: HtmxHttpRequest, platform: str) -> HttpResponse:
     user = request.user
     platform = _check_platform(platform)
     memories = _memories_by_key(user)
@@ -620,12 +625,12 @@ def style_save(request: HttpRequest, platform: str) -> HttpResponse:
         row.note = note
         response = render_page(request, PAGE, {"row": row}, partial="style_row")
         return _changed(response) if changed else response
-    return _done(request, note, _tab_url("styles"))
+    return done(request, note, _tab_url("styles"))
 
 
 @login_required
 @require_http_methods(["POST"])
-def style_remove(request: HttpRequest, platform: str) -> HttpResponse:
+def style_remove(request: HtmxHttpRequest, platform: str) -> HttpResponse:
     user = request.user
     platform = _check_platform(platform)
     row = _style_row(user, platform, _memories_by_key(user))
@@ -638,13 +643,13 @@ def style_remove(request: HttpRequest, platform: str) -> HttpResponse:
     if request.htmx:
         row.removed, row.note = True, note
         return _changed(render_page(request, PAGE, {"row": row}, partial="style_row"))
-    return _done(request, note, _tab_url("styles"))
+    return done(request, note, _tab_url("styles"))
 
 
 # ---------------------------------------------------------------- entries
 
 
-def _row(request: HttpRequest, memory: Memory, note: str = "") -> HttpResponse:
+def _row(request: HtmxHttpRequest, memory: Memory, note: str = "") -> HttpResponse:
     _annotate(request.user, [memory])
     memory.note = note
     return render_page(request, PAGE, {"memory": memory}, partial="entry_row")
@@ -652,7 +657,7 @@ def _row(request: HttpRequest, memory: Memory, note: str = "") -> HttpResponse:
 
 @login_required
 @require_http_methods(["POST"])
-def entry_add(request: HttpRequest) -> HttpResponse:
+def entry_add(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
     form = EntryForm(request.POST, user=user)
     if form.is_valid():
@@ -666,7 +671,7 @@ def entry_add(request: HttpRequest) -> HttpResponse:
                 tags=form.cleaned_data["tag_list"],
             )
         except ServiceError as error:  # a bad or taken key, a refused text or tag
-            form.add_service_error(error)
+            add_service_error(form, error, EntryForm.SERVICE_FIELDS)
     if form.errors:
         if request.htmx:
             return render_page(request, PAGE, {"entry_form": form}, partial="entry_add")
@@ -677,12 +682,12 @@ def entry_add(request: HttpRequest) -> HttpResponse:
         context = {"entry_form": EntryForm(user=user), "entry_note": note}
         response = render_page(request, PAGE, context, partial="entry_add")
         return _changed(response, ENTRIES_CHANGED)
-    return _done(request, note, _tab_url("entries", f"#memory-{memory.pk}"))
+    return done(request, note, _tab_url("entries", f"#memory-{memory.pk}"))
 
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def entry_row(request: HttpRequest, pk: int) -> HttpResponse:
+def entry_row(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     memory = _get_entry_for_user(request.user, pk)
     if not request.htmx:
         return HttpResponseRedirect(_tab_url("entries", f"#memory-{memory.pk}"))
@@ -691,7 +696,7 @@ def entry_row(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
-def entry_edit(request: HttpRequest, pk: int) -> HttpResponse:
+def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     user = request.user
     memory = _get_entry_for_user(user, pk)
     _annotate(user, [memory])
@@ -723,7 +728,7 @@ def entry_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 ).memory
                 saved = True
             except ServiceError as error:
-                form.add_service_error(error)
+                add_service_error(form, error, EntryForm.SERVICE_FIELDS)
     events = (ENTRIES_CHANGED,) if renamed else ()  # the list regroups it under its kind
     if form.errors:
         _annotate(user, [memory])
@@ -741,7 +746,7 @@ def entry_edit(request: HttpRequest, pk: int) -> HttpResponse:
         response = _row(request, memory, note)
         return _changed(response, *events) if saved or renamed else response
     flash = f"{note[:-1]}: {_quoted(memory.value)}."
-    return _done(request, flash, _tab_url("entries", f"#memory-{pk}"))
+    return done(request, flash, _tab_url("entries", f"#memory-{pk}"))
 
 
 def _entry_changes(memory: Memory, cleaned: dict[str, Any]) -> dict[str, Any]:
@@ -756,7 +761,7 @@ def _entry_changes(memory: Memory, cleaned: dict[str, Any]) -> dict[str, Any]:
 
 @login_required
 @require_http_methods(["POST"])
-def entry_pin(request: HttpRequest, pk: int) -> HttpResponse:
+def entry_pin(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     memory = _get_entry_for_user(request.user, pk)
     pinned = request.POST.get("pinned", "1") == "1"
     memory = memory_update(
@@ -766,34 +771,26 @@ def entry_pin(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         return _changed(_row(request, memory, note))
     flash = f"{note[:-1]} {_quoted(memory.value)}."
-    return _done(request, flash, _tab_url("entries", f"#memory-{pk}"))
+    return done(request, flash, _tab_url("entries", f"#memory-{pk}"))
 
 
 @login_required
 @require_http_methods(["POST"])
-def entry_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def entry_delete(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     memory = _get_entry_for_user(request.user, pk)
     history = memory_delete(user=request.user, key=memory.key, actor=_actor(request))
     if request.htmx:
         context = {"deleted": history, "row_id": pk, "quoted": _quoted(memory.value)}
         return _changed(render_page(request, PAGE, context, partial="entry_deleted"))
     messages.success(request, f"Deleted {_quoted(memory.value)}.")
-    return HttpResponseRedirect(f"{reverse('context')}?tab=entries&undo={history.pk}")
+    return HttpResponseRedirect(f"{reverse('pages:context')}?tab=entries&undo={history.pk}")
 
 
 # ---------------------------------------------------------------- history and undo
 
 
-def _who(request: HttpRequest, row: MemoryHistory) -> tuple[str, str]:
-    if row.actor_type == ActorKind.USER and row.actor_user_id == request.user.pk:
-        return "user", "you"
-    if row.actor_type == ActorKind.AGENT:
-        return "agent", row.actor_label
-    return "system", row.actor_label
-
-
 def _history_context(
-    request: HttpRequest, key: str, memory: Memory | None = None
+    request: HtmxHttpRequest, key: str, memory: Memory | None = None
 ) -> dict[str, Any]:
     """The timeline of `memory` (or, when it has none now, of `key`): its changes under every
     key it had (a rename keeps the row), a rename shown as one."""
@@ -806,7 +803,7 @@ def _history_context(
         memory_history_for_key(user=request.user, key=key, memory_id=memory.pk if memory else None)
     )
     for row in rows:
-        row.who_kind, row.who = _who(request, row)
+        row.who = who(request, row)
         row.old_value = (row.before or {}).get("value")
         row.new_value = (row.after or {}).get("value")
         if row.action == HistoryAction.RENAME:
@@ -826,7 +823,7 @@ def _history_context(
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def memory_history(request: HttpRequest, pk: int) -> TemplateResponse:
+def memory_history(request: HtmxHttpRequest, pk: int) -> TemplateResponse:
     memory = _get_memory_for_user(request.user, pk)
     context = _history_context(request, memory.key, memory)
     return render_page(request, HISTORY_PAGE, context, partial="timeline")
@@ -834,7 +831,7 @@ def memory_history(request: HttpRequest, pk: int) -> TemplateResponse:
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def history_detail(request: HttpRequest, history_id: int) -> TemplateResponse:
+def history_detail(request: HtmxHttpRequest, history_id: int) -> TemplateResponse:
     row = _get_history_for_user(request.user, history_id)
     memory = None
     if row.memory_id is not None:  # the memory it belongs to, under whatever key it has now
@@ -845,14 +842,14 @@ def history_detail(request: HttpRequest, history_id: int) -> TemplateResponse:
 
 @login_required
 @require_http_methods(["POST"])
-def history_restore(request: HttpRequest, history_id: int) -> HttpResponse:
+def history_restore(request: HtmxHttpRequest, history_id: int) -> HttpResponse:
     row = _get_history_for_user(request.user, history_id)
     then = request.POST.get("then", "timeline")
     try:
         write = memory_restore(user=request.user, history_id=row.pk, actor=_actor(request))
     except ServiceError as error:
         messages.error(request, error.message)
-        return HttpResponseRedirect(reverse("history_detail", args=[row.pk]))
+        return HttpResponseRedirect(reverse("pages:history_detail", args=[row.pk]))
     memory = write.memory
     note = f"Restored {memory.key}."
     if request.htmx:
@@ -868,15 +865,15 @@ def history_restore(request: HttpRequest, history_id: int) -> HttpResponse:
     if then == "row":
         return HttpResponseRedirect(_tab_url("entries", f"#memory-{memory.pk}"))
     if then == "trash":
-        return HttpResponseRedirect(reverse("deleted_memories"))
-    return HttpResponseRedirect(reverse("memory_history", args=[memory.pk]))
+        return HttpResponseRedirect(reverse("pages:deleted_memories"))
+    return HttpResponseRedirect(reverse("pages:memory_history", args=[memory.pk]))
 
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def deleted_memories(request: HttpRequest) -> TemplateResponse:
+def deleted_memories(request: HtmxHttpRequest) -> TemplateResponse:
     since = timezone.now() - timedelta(days=DELETED_DAYS)
     rows = deleted_memory_list(user=request.user, since=since)
     for row in rows:
-        row.who_kind, row.who = _who(request, row)
+        row.who = who(request, row)
     return render_page(request, DELETED_PAGE, {"rows": rows, "days": DELETED_DAYS})

@@ -15,24 +15,23 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods
 
-from activity.actors import Actor, ActorKind
+from activity.actors import Actor
 from context import selectors, services
-from context.forms import DailyLineForm, DocumentCreateForm, DocumentEditForm, add_service_error
+from context.forms import DailyLineForm, DocumentCreateForm, DocumentEditForm
 from context.models import Document, DocumentVersion, VersionAction
 from context.paths import MAX_PATH_LENGTH, normalize_folder, normalize_path
 from context.selectors import MINE, Scope
 from lib.errors import Conflict, NotFound, ServiceError
 from lib.markdown import render_markdown
-from lib.pages import render_page
-from memory.views import context_tab_links
+from lib.pages import HtmxHttpRequest, add_service_error, done, render_page, target_partial, who
+from pages.views.context import context_tab_links
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
 
     from context.services import TreeEntry
 
-PAGE = "context/documents.html"
+PAGE = "pages/documents.html"
 PANEL_ID = "doc-panel"
 TREE_DEPTH = MAX_PATH_LENGTH  # a path never has more segments than characters
 
@@ -76,12 +75,12 @@ def _get_version_for_user(user: AbstractBaseUser, version_id: int) -> DocumentVe
     return version
 
 
-def _actor(request: HttpRequest) -> Actor:
+def _actor(request: HtmxHttpRequest) -> Actor:
     return Actor.for_user(request.user)
 
 
 def document_url(scope: Scope, path: str) -> str:
-    return reverse("document", args=[scope.key, path])
+    return reverse("pages:document", args=[scope.key, path])
 
 
 # ---------------------------------------------------------------- the tree
@@ -118,7 +117,9 @@ def _node(scope: Scope, entry: TreeEntry, current_path: str = "") -> TreeNode:
     is_folder = entry.kind == "folder"
     return TreeNode(
         entry=entry,
-        url=reverse("document_folder" if is_folder else "document", args=[scope.key, entry.path]),
+        url=reverse(
+            "pages:document_folder" if is_folder else "pages:document", args=[scope.key, entry.path]
+        ),
         open=is_folder and current_path.startswith(f"{entry.path}/"),
     )
 
@@ -139,7 +140,7 @@ def _today_url(user: AbstractBaseUser) -> str:
     path = selectors.daily_log_path(user=user)
     if selectors.document_get(scope=mine, path=path) is not None:
         return document_url(mine, path)
-    return reverse("documents_today")
+    return reverse("pages:documents_today")
 
 
 def _tree_context(user: AbstractBaseUser, panel: dict[str, Any]) -> dict[str, Any]:
@@ -150,13 +151,18 @@ def _tree_context(user: AbstractBaseUser, panel: dict[str, Any]) -> dict[str, An
 # ---------------------------------------------------------------- responses
 
 
-def _wants_panel(request: HttpRequest) -> bool:
-    htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.history_restore_request and htmx.target == PANEL_ID
+def _panel_partial(request: HtmxHttpRequest, *, changed: bool = False) -> str | None:
+    """For an htmx request aimed at the panel: the panel, or after a change the panel and
+    the tree (out of band). None: the whole page."""
+    return target_partial(request, {PANEL_ID: "panel_and_tree" if changed else "doc_panel"})
+
+
+def _wants_panel(request: HtmxHttpRequest) -> bool:
+    return _panel_partial(request) is not None
 
 
 def _respond(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     panel: dict[str, Any],
     *,
     status: int = 200,
@@ -164,9 +170,9 @@ def _respond(
     push_url: str | None = None,
 ) -> TemplateResponse:
     """The whole page, or for htmx the panel (and after a change, the tree out of band)."""
-    if _wants_panel(request):
+    partial = _panel_partial(request, changed=changed)
+    if partial is not None:
         context = {**panel, **(_tree_context(request.user, panel) if changed else {})}
-        partial = "panel_and_tree" if changed else "doc_panel"
         response = render_page(request, PAGE, context, partial=partial, status=status)
         if push_url:
             response.headers["HX-Push-Url"] = push_url
@@ -181,13 +187,12 @@ def _respond(
     return render_page(request, PAGE, context, status=status)
 
 
-def _done(request: HttpRequest, message: str, url: str) -> HttpResponseRedirect:
-    messages.success(request, message)
-    return HttpResponseRedirect(url)
-
-
 def _show_changed(
-    request: HttpRequest, scope: Scope, document: Document, note: str, message: str | None = None
+    request: HtmxHttpRequest,
+    scope: Scope,
+    document: Document,
+    note: str,
+    message: str | None = None,
 ) -> HttpResponse:
     """After a change: htmx gets the document's panel and the tree; a plain POST is
     redirected to the document with `message` (default: the note) as a flash."""
@@ -195,7 +200,7 @@ def _show_changed(
     if _wants_panel(request):
         panel = _document_panel(request, scope, document, note=note)
         return _respond(request, panel, changed=True, push_url=url)
-    return _done(request, message or note, url)
+    return done(request, message or note, url)
 
 
 # ---------------------------------------------------------------- panels
@@ -205,14 +210,17 @@ def _where(scope: Scope, path: str) -> dict[str, Any]:
     """Scope, breadcrumbs (each folder above the path with its folder page) and name."""
     parts = path.split("/")
     crumbs = [
-        {"name": part, "url": reverse("document_folder", args=[scope.key, "/".join(parts[:i])])}
+        {
+            "name": part,
+            "url": reverse("pages:document_folder", args=[scope.key, "/".join(parts[:i])]),
+        }
         for i, part in enumerate(parts[:-1], start=1)
     ]
     return {"scope": scope, "crumbs": crumbs, "name": parts[-1], "current": (scope.key, path)}
 
 
 def _document_panel(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     scope: Scope,
     document: Document,
     *,
@@ -250,15 +258,7 @@ def _edit_panel(
     }
 
 
-def _who(request: HttpRequest, version: DocumentVersion) -> tuple[str, str]:
-    if version.actor_type == ActorKind.USER and version.actor_user_id == request.user.pk:
-        return "user", "you"
-    if version.actor_type == ActorKind.AGENT:
-        return "agent", version.actor_label
-    return "system", version.actor_label
-
-
-def _history_panel(request: HttpRequest, scope: Scope, path: str) -> dict[str, Any]:
+def _history_panel(request: HtmxHttpRequest, scope: Scope, path: str) -> dict[str, Any]:
     document = selectors.document_get(scope=scope, path=path)
     if document is None and not selectors.document_has_history(scope=scope, path=path):
         raise Http404("No such document.")
@@ -266,7 +266,7 @@ def _history_panel(request: HttpRequest, scope: Scope, path: str) -> dict[str, A
         selectors.versions_with_actors(services.document_versions(**scope.where, path=path))
     )
     for row in rows:
-        row.who_kind, row.who = _who(request, row)
+        row.who = who(request, row)
         row.restorable = document is None or row.body != document.body
     path = document.path if document else rows[0].path
     return {
@@ -278,10 +278,10 @@ def _history_panel(request: HttpRequest, scope: Scope, path: str) -> dict[str, A
     }
 
 
-def _version_panel(request: HttpRequest, version: DocumentVersion) -> dict[str, Any]:
+def _version_panel(request: HtmxHttpRequest, version: DocumentVersion) -> dict[str, Any]:
     scope = selectors.scope_of_row(user=request.user, row=version)
     document = selectors.document_get(scope=scope, path=version.path)
-    version.who_kind, version.who = _who(request, version)
+    version.who = who(request, version)
     return {
         **_where(scope, version.path),
         "panel": "version",
@@ -297,7 +297,7 @@ def _deleted_panel(version: DocumentVersion) -> dict[str, Any]:
     return {"panel": "deleted", "deleted": version}
 
 
-def _today_panel(request: HttpRequest, form: DailyLineForm | None = None) -> dict[str, Any]:
+def _today_panel(request: HtmxHttpRequest, form: DailyLineForm | None = None) -> dict[str, Any]:
     user = request.user
     path = selectors.daily_log_path(user=user)
     return {
@@ -309,7 +309,7 @@ def _today_panel(request: HttpRequest, form: DailyLineForm | None = None) -> dic
     }
 
 
-def _undo_offer(request: HttpRequest) -> DocumentVersion | None:
+def _undo_offer(request: HtmxHttpRequest) -> DocumentVersion | None:
     """After a delete without JavaScript, the redirect carries ?undo=<version id>."""
     version_id = request.GET.get("undo", "")
     if not version_id.isdigit():
@@ -330,7 +330,7 @@ def _undo_offer(request: HttpRequest) -> DocumentVersion | None:
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def documents_page(request: HttpRequest) -> TemplateResponse:
+def documents_page(request: HtmxHttpRequest) -> TemplateResponse:
     undo = _undo_offer(request)
     if undo is not None:
         return _respond(request, _deleted_panel(undo))
@@ -340,7 +340,7 @@ def documents_page(request: HttpRequest) -> TemplateResponse:
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def document_page(request: HttpRequest, scope: str, path: str) -> TemplateResponse:
+def document_page(request: HtmxHttpRequest, scope: str, path: str) -> TemplateResponse:
     found = _get_scope_for_user(request.user, scope)
     document = _get_document_for_user(found, path)
     return _respond(request, _document_panel(request, found, document))
@@ -348,7 +348,7 @@ def document_page(request: HttpRequest, scope: str, path: str) -> TemplateRespon
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def folder_page(request: HttpRequest, scope: str, path: str) -> TemplateResponse:
+def folder_page(request: HtmxHttpRequest, scope: str, path: str) -> TemplateResponse:
     found = _get_scope_for_user(request.user, scope)
     try:
         folder = normalize_folder(path)
@@ -366,7 +366,7 @@ def folder_page(request: HttpRequest, scope: str, path: str) -> TemplateResponse
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def document_download(request: HttpRequest, scope: str, path: str) -> HttpResponse:
+def document_download(request: HtmxHttpRequest, scope: str, path: str) -> HttpResponse:
     found = _get_scope_for_user(request.user, scope)
     document = _get_document_for_user(found, path)
     filename = posixpath.basename(document.path)
@@ -383,7 +383,7 @@ def document_download(request: HttpRequest, scope: str, path: str) -> HttpRespon
 
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
-def document_new(request: HttpRequest) -> HttpResponse:
+def document_new(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
     if request.method != "POST":
         initial = {"scope": request.GET.get("scope", MINE), "path": request.GET.get("path", "")}
@@ -409,7 +409,7 @@ def document_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
-def document_edit(request: HttpRequest, scope: str, path: str) -> HttpResponse:
+def document_edit(request: HtmxHttpRequest, scope: str, path: str) -> HttpResponse:
     found = _get_writable_scope_for_user(request.user, scope)
     if request.method != "POST":
         document = _get_document_for_user(found, path)
@@ -419,7 +419,7 @@ def document_edit(request: HttpRequest, scope: str, path: str) -> HttpResponse:
     return _save(request, found, path)
 
 
-def _save(request: HttpRequest, scope: Scope, path: str) -> HttpResponse:
+def _save(request: HtmxHttpRequest, scope: Scope, path: str) -> HttpResponse:
     """Write the edited body unless it changed meanwhile: then keep the user's text in the
     form, show the newer version beside it, and let a second Save replace it."""
     document = selectors.document_get(scope=scope, path=path)
@@ -461,7 +461,7 @@ def _unsaved(scope: Scope, path: str) -> Document:
 
 
 def _edit_error(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     scope: Scope,
     document: Document,
     form: DocumentEditForm,
@@ -480,21 +480,21 @@ def _edit_error(
     return _respond(request, panel, status=_error_status(request, status))
 
 
-def _error_status(request: HttpRequest, status: int = 400) -> int:
+def _error_status(request: HtmxHttpRequest, status: int = 400) -> int:
     """htmx swaps only 2xx answers, so the form with its errors comes back as 200 there."""
     return 200 if _wants_panel(request) else status
 
 
 @login_required
 @require_http_methods(["POST"])
-def document_delete(request: HttpRequest, scope: str, path: str) -> HttpResponse:
+def document_delete(request: HtmxHttpRequest, scope: str, path: str) -> HttpResponse:
     found = _get_writable_scope_for_user(request.user, scope)
     document = _get_document_for_user(found, path)
     version = services.document_delete(**found.where, path=document.path, actor=_actor(request))
-    undo_url = f"{reverse('documents')}?undo={version.pk}"
+    undo_url = f"{reverse('pages:documents')}?undo={version.pk}"
     if _wants_panel(request):
         return _respond(request, _deleted_panel(version), changed=True, push_url=undo_url)
-    return _done(request, f"Deleted {document.path}.", undo_url)
+    return done(request, f"Deleted {document.path}.", undo_url)
 
 
 # ---------------------------------------------------------------- history and restore
@@ -502,21 +502,21 @@ def document_delete(request: HttpRequest, scope: str, path: str) -> HttpResponse
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def document_history(request: HttpRequest, scope: str, path: str) -> TemplateResponse:
+def document_history(request: HtmxHttpRequest, scope: str, path: str) -> TemplateResponse:
     found = _get_scope_for_user(request.user, scope)
     return _respond(request, _history_panel(request, found, path))
 
 
 @login_required
 @require_http_methods(["GET", "HEAD"])
-def version_page(request: HttpRequest, version_id: int) -> TemplateResponse:
+def version_page(request: HtmxHttpRequest, version_id: int) -> TemplateResponse:
     version = _get_version_for_user(request.user, version_id)
     return _respond(request, _version_panel(request, version))
 
 
 @login_required
 @require_http_methods(["POST"])
-def version_restore(request: HttpRequest, version_id: int) -> HttpResponse:
+def version_restore(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
     version = _get_version_for_user(request.user, version_id)
     scope = selectors.scope_of_row(user=request.user, row=version)
     if not scope.writable:
@@ -538,7 +538,7 @@ def version_restore(request: HttpRequest, version_id: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
-def today_log(request: HttpRequest) -> HttpResponse:
+def today_log(request: HtmxHttpRequest) -> HttpResponse:
     """Today's daily file in the user's timezone; while it does not exist, a page that says
     so and offers to add the first line."""
     user = request.user
@@ -554,7 +554,7 @@ def today_log(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(url)
 
 
-def _add_daily_line(request: HttpRequest, mine: Scope) -> HttpResponse:
+def _add_daily_line(request: HtmxHttpRequest, mine: Scope) -> HttpResponse:
     form = DailyLineForm(request.POST)
     if form.is_valid():
         try:

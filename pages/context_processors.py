@@ -1,0 +1,30 @@
+"""Template context for every page: the counts the navigation shows (templates/pages/_nav.html).
+
+Each count is one query, run only when a template shows it (a callable that templates call,
+at most once per request); anonymous visitors get nothing and cost nothing.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING
+
+from learning.heartbeat import unseen_findings_count
+from memory.selectors import pending_proposal_count
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from django.http import HttpRequest
+
+
+def nav_counts(request: HttpRequest) -> dict[str, Callable[[], int]]:
+    """`inbox_count`, a signed-in user's proposals waiting in the review inbox, and
+    `heartbeat_findings_count`, the heartbeat findings they have not opened (the Work link)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    return {
+        "inbox_count": cache(lambda: pending_proposal_count(user=user)),
+        "heartbeat_findings_count": cache(lambda: unseen_findings_count(user=user)),
+    }
