@@ -40,6 +40,7 @@ def test_activity_shows_the_users_local_time(client, alice_in_paris):
     html = client.get("/activity/").content.decode()
 
     assert _shown(html, event.created_at)
+    assert html.count("Times are shown in Europe/Paris.") == 1
     offset = event.created_at.astimezone(PARIS).isoformat()[-6:]
     assert re.search(rf'datetime="[^"]+{re.escape(offset)}"', html)
 
@@ -64,6 +65,7 @@ def test_a_user_without_a_zone_sees_utc(client, alice):
 
     utc = event.created_at.astimezone(ZoneInfo("UTC"))
     assert f"{utc:%b} {utc.day}, {utc:%H:%M}" in html
+    assert "Times are shown in UTC (set your time zone" in html
 
 
 def test_the_api_keeps_iso_8601_with_an_offset(client, alice_in_paris):
