@@ -20,8 +20,9 @@ from profiles.services import RANGE_MESSAGES
 class AgentForm(forms.Form):
     name = forms.CharField(
         label="Agent name",
-        max_length=Agent._meta.get_field("name").max_length,
-        help_text="Lowercase letters, digits, '_' and '-', e.g. claude-desktop.",
+        max_length=Agent._meta.get_field("display_name").max_length,
+        help_text="Any name, e.g. Claude Desktop. Paths and tokens use a plain form of it "
+        "(claude-desktop).",
     )
     description = forms.CharField(
         label="Description",

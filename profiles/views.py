@@ -21,12 +21,12 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from lib.errors import InvalidInput
+from lib.errors import ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, no_store, render_page
+from profiles import services
 from profiles.forms import AgentForm, AgentLearningForm, SignupForm, TokenForm
 from profiles.models import Agent, AgentToken
 from profiles.services import (
-    agent_get_or_create,
     agent_set_learning,
     profile_for_user,
     signup_create_user,
@@ -84,25 +84,22 @@ def agents_page(request: HtmxHttpRequest) -> TemplateResponse:
 def agent_create(request: HtmxHttpRequest) -> HttpResponse:
     form = AgentForm(request.POST)
     agent = None
-    existed = False
     if form.is_valid():
-        name = form.cleaned_data["name"]
-        existed = Agent.objects.filter(user=request.user, name=name).exists()
-        if existed:
-            form.add_error("name", f"You already have an agent named “{name}”.")
-        else:
-            try:
-                agent = agent_get_or_create(
-                    user=request.user, name=name, description=form.cleaned_data["description"]
-                )
-            except InvalidInput as error:
-                add_service_error(form, error)
+        try:
+            agent = services.agent_create(
+                user=request.user,
+                display_name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
+            )
+        except ServiceError as error:
+            add_service_error(form, error)
     if agent is None:
         if request.htmx:
             context = _page_context(request, agent_form=form)
             return render_page(request, TEMPLATE, context, partial="agents")
         return render_page(request, TEMPLATE, _page_context(request, agent_form=form), status=400)
-    message = f"Agent “{agent.name}” created. Create a token so it can connect."
+    named = f" (“{agent.name}” in paths and tokens)" if agent.display_name else ""
+    message = f"Agent “{agent.label}” created{named}. Create a token so it can connect."
     if request.htmx:
         context = _page_context(request, created_agent=agent, agent_message=message)
         return render_page(request, TEMPLATE, context, partial="agents")

@@ -136,13 +136,24 @@ def test_create_agent_without_js_redirects_with_message(client, alice):
     assert "Agent “notes” created. Create a token so it can connect." in page
 
 
+def test_an_agent_named_as_people_write_it_gets_a_derived_path_name(client, alice):
+    client.force_login(alice)
+
+    response = client.post("/agents/new/", {"name": "Claude Desktop"}, headers=HX)
+
+    agent = Agent.objects.get(user=alice)
+    assert (agent.name, agent.display_name) == ("claude-desktop", "Claude Desktop")
+    html = response.content.decode()
+    assert "Agent “Claude Desktop” created (“claude-desktop” in paths and tokens)." in html
+    assert "In paths and tokens: <code>claude-desktop</code>" in html
+
+
 @pytest.mark.parametrize(
     ("name", "error"),
     [
-        ("Bad Name", "Agent names are 1–64 characters of a-z, 0-9"),
+        ("???", "Give the agent a name with at least one letter or digit (a-z, 0-9)."),
         ("", "This field is required."),
-        ("-dash", "Agent names are 1–64 characters of a-z, 0-9"),
-        ("x" * 65, "Ensure this value has at most 64 characters (it has 65)."),
+        ("x" * 101, "Ensure this value has at most 100 characters (it has 101)."),
     ],
 )
 def test_create_agent_invalid_name(client, alice, name, error):
@@ -161,9 +172,12 @@ def test_create_agent_invalid_name(client, alice, name, error):
 
 def test_create_agent_duplicate_name(client, alice, alice_agent):
     client.force_login(alice)
-    response = client.post("/agents/new/", {"name": "assistant"}, headers=HX)
+    response = client.post("/agents/new/", {"name": "Assistant"}, headers=HX)
     assert response.status_code == 200
-    assert "You already have an agent named “assistant”." in response.content.decode()
+    assert (
+        "You already have the agent &#x27;assistant&#x27; (named &#x27;assistant&#x27; in "
+        "paths and tokens); choose another name."
+    ) in response.content.decode()
     assert Agent.objects.filter(user=alice).count() == 1
 
 
