@@ -41,6 +41,12 @@ BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },
+    # Prepared exports: expired files deleted, stalled jobs sent again (portability/exporting.py).
+    "exports": {
+        "task": "portability.tasks.sweep_exports",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     # Proposals in the review inbox nobody decided on expire (memory/tasks.py).
     "expire-proposals": {
         "task": "memory.tasks.expire_proposals",

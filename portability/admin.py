@@ -1,11 +1,11 @@
-"""Import jobs in the Django admin: read-only, like the other logs. A job is written by
-portability/importing.py alone (the import page creates it, the worker runs it, beat's
-sweep sends a stalled one again)."""
+"""Import and export jobs in the Django admin: read-only, like the other logs. A job is
+written by portability/importing.py or portability/exporting.py alone (a page creates it,
+the worker runs it, beat's sweep sends a stalled one again)."""
 
 from django.contrib import admin
 
 from lib.admin import ReadOnlyAdmin
-from portability.models import ImportJob
+from portability.models import ExportJob, ImportJob
 
 
 @admin.register(ImportJob)
@@ -50,4 +50,28 @@ class ImportJobAdmin(ReadOnlyAdmin):
         "pending",
         "refused",
         "summary",
+    )
+
+
+@admin.register(ExportJob)
+class ExportJobAdmin(ReadOnlyAdmin):
+    list_display = ("id", "created_at", "user", "status", "processed", "total", "size")
+    list_filter = ("status",)
+    search_fields = ("user__username",)
+    list_select_related = ("user",)
+    ordering = ("-created_at", "-id")
+    fields = readonly_fields = (
+        "user",
+        "status",
+        "error",
+        "filename",
+        "size",
+        "total",
+        "processed",
+        "attempts",
+        "created_at",
+        "started_at",
+        "progressed_at",
+        "finished_at",
+        "expires_at",
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
@@ -146,10 +146,15 @@ def write_export(user: AbstractBaseUser, fileobj: IO[bytes]) -> None:
 
 
 def export_chunks(
-    user: AbstractBaseUser, *, chunk_bytes: int = EXPORT_CHUNK_BYTES
+    user: AbstractBaseUser,
+    *,
+    chunk_bytes: int = EXPORT_CHUNK_BYTES,
+    on_item: Callable[[], None] | None = None,
 ) -> Iterator[bytes]:
-    """The user's export as a zip, in chunks of about `chunk_bytes`."""
+    """The user's export as a zip, in chunks of about `chunk_bytes`. `on_item` is called
+    after each line and each file written (what export_counts counts): a job's progress."""
     exported_at = timezone.now().astimezone(UTC)
+    step = on_item or (lambda: None)
     sink = _Sink()
     archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED)
     files: dict[str, dict[str, Any]] = {}
@@ -173,6 +178,7 @@ def export_chunks(
         def lines() -> Iterator[str]:
             for record in records:
                 counts[name] += 1
+                step()
                 yield _line(record)
 
         yield from write_file(name, lines())
@@ -185,12 +191,14 @@ def export_chunks(
     for document in _documents(user):
         name = _document_member(document, taken)
         counts[fmt.DOCUMENTS_DIR] += 1
+        step()
         extra = {"agent": document["agent__name"], "path": document["path"]}
         yield from write_file(name, [document["body"]], extra)
     yield from write_lines(fmt.DOCUMENT_VERSIONS, _document_versions(user))
     counts[fmt.WORK_DIR] = 0
     for item in _work_items(user):
         counts[fmt.WORK_DIR] += 1
+        step()
         yield from write_file(_work_member(item), [work_markdown(item)])
     yield from write_lines(fmt.ACTIVITY, _activity(user))
     yield from write_lines(fmt.PROPOSALS, _proposals(user))

@@ -102,3 +102,66 @@ class ImportJob(models.Model):
     @property
     def items(self) -> list[dict[str, Any]]:
         return list(self.summary.get("items", []))
+
+
+def export_storage() -> FileSystemStorage:
+    """Prepared exports wait under MNEMO_DATA_DIR/exports (never a served folder) until
+    they are downloaded through the owner's session, and are deleted when they expire."""
+    return FileSystemStorage(location=settings.DATA_DIR / "exports")
+
+
+class ExportJob(models.Model):
+    """An export prepared in the background, so its page can show the progress and large
+    accounts download a finished file (portability/exporting.py)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="export_jobs"
+    )
+    status = models.CharField(
+        max_length=8, choices=ImportStatus.choices, default=ImportStatus.PENDING
+    )
+    file = models.FileField(storage=export_storage, max_length=255, blank=True)
+    filename = models.CharField(max_length=255, blank=True, help_text="The download's name.")
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the finished zip.")
+    total = models.PositiveIntegerField(default=0, help_text="Rows and files to write.")
+    processed = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    progressed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the finished file is deleted."
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="export_user_recent")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=ImportStatus.values), name="export_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Export {self.pk} of {self.user}: {self.status}"
+
+    def url(self) -> str:
+        return reverse("export_job", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (ImportStatus.DONE, ImportStatus.FAILED)
+
+    @property
+    def downloadable(self) -> bool:
+        return self.status == ImportStatus.DONE and bool(self.file)
+
+    @property
+    def percent(self) -> int:
+        if self.finished:
+            return 100
+        if not self.total:
+            return 0
+        return min(99, self.processed * 100 // self.total)
