@@ -227,40 +227,37 @@ def _profile_json(user: AbstractBaseUser) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
+def _records(
+    queryset: QuerySet,
+    fields: tuple[str, ...],
+    *,
+    order: tuple[str, ...] = ("created_at", "id"),
+    size: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """One table's rows as the format's records, a page at a time in `order`: `fields` in
+    their order, times as ISO 8601, "actor" and "agent" by the agent's name."""
+    columns = {"actor": ("actor_type", "actor_agent__name"), "agent": ("agent__name",)}
+    wanted = [column for name in fields for column in columns.get(name, (name,))]
+    rows = queryset.values("id", *wanted)
+    for row in _pages(rows, order, size):
+        record: dict[str, Any] = {}
+        for name in fields:
+            if name == "actor":
+                record[name] = _actor(row)
+            elif name == "agent":
+                record[name] = row["agent__name"]
+            else:
+                value = row[name]
+                record[name] = _iso(value) if isinstance(value, datetime) else value
+        yield record
+
+
 def _memories(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
-    rows = Memory.objects.filter(user=user).values(*fmt.MEMORY_FIELDS)
-    for row in _pages(rows, ("key",)):
-        yield {
-            **row,
-            "tags": list(row["tags"]),
-            "last_accessed_at": _iso(row["last_accessed_at"]),
-            "created_at": _iso(row["created_at"]),
-            "updated_at": _iso(row["updated_at"]),
-        }
+    return _records(Memory.objects.filter(user=user), fmt.MEMORY_FIELDS, order=("key",))
 
 
 def _memory_history(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
-    rows = MemoryHistory.objects.filter(user=user).values(
-        "id",
-        "key",
-        "action",
-        "source",
-        "before",
-        "after",
-        "actor_type",
-        "actor_agent__name",
-        "created_at",
-    )
-    for row in _pages(rows, ("created_at", "id")):
-        yield {
-            "key": row["key"],
-            "action": row["action"],
-            "source": row["source"],
-            "before": row["before"],
-            "after": row["after"],
-            "actor": _actor(row),
-            "created_at": _iso(row["created_at"]),
-        }
+    return _records(MemoryHistory.objects.filter(user=user), fmt.MEMORY_HISTORY_FIELDS)
 
 
 def _documents(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
@@ -286,25 +283,8 @@ def _document_member(document: dict[str, Any], taken: set[str]) -> str:
 
 
 def _document_versions(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
-    rows = DocumentVersion.objects.filter(user=user).values(
-        "id",
-        "path",
-        "agent__name",
-        "action",
-        "body",
-        "actor_type",
-        "actor_agent__name",
-        "created_at",
-    )
-    for row in _pages(rows, ("created_at", "id"), DOCUMENT_PAGE_SIZE):
-        yield {
-            "path": row["path"],
-            "agent": row["agent__name"],
-            "action": row["action"],
-            "body": row["body"],
-            "actor": _actor(row),
-            "created_at": _iso(row["created_at"]),
-        }
+    versions = DocumentVersion.objects.filter(user=user)
+    return _records(versions, fmt.DOCUMENT_VERSION_FIELDS, size=DOCUMENT_PAGE_SIZE)
 
 
 def _work_items(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
@@ -350,47 +330,8 @@ def work_markdown(item: dict[str, Any]) -> str:
 
 
 def _activity(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
-    rows = ActivityEvent.objects.filter(user=user).values(
-        "id", "event_type", "payload", "actor_type", "actor_agent__name", "created_at"
-    )
-    for row in _pages(rows, ("created_at", "id")):
-        yield {
-            "event_type": row["event_type"],
-            "payload": row["payload"],
-            "actor": _actor(row),
-            "created_at": _iso(row["created_at"]),
-        }
+    return _records(ActivityEvent.objects.filter(user=user), fmt.ACTIVITY_FIELDS)
 
 
 def _proposals(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
-    rows = MemoryProposal.objects.filter(user=user).values(
-        "id",
-        "key",
-        "action",
-        "trigger",
-        "status",
-        "before",
-        "after",
-        "reason",
-        "requested_key",
-        "actor_type",
-        "actor_agent__name",
-        "created_at",
-        "expires_at",
-        "decided_at",
-    )
-    for row in _pages(rows, ("created_at", "id")):
-        yield {
-            "key": row["key"],
-            "action": row["action"],
-            "trigger": row["trigger"],
-            "status": row["status"],
-            "before": row["before"],
-            "after": row["after"],
-            "reason": row["reason"],
-            "requested_key": row["requested_key"],
-            "actor": _actor(row),
-            "created_at": _iso(row["created_at"]),
-            "expires_at": _iso(row["expires_at"]),
-            "decided_at": _iso(row["decided_at"]),
-        }
+    return _records(MemoryProposal.objects.filter(user=user), fmt.PROPOSAL_FIELDS)

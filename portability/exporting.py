@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.db import transaction
