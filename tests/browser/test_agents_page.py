@@ -99,13 +99,27 @@ def test_an_invalid_agent_name_is_explained_and_nothing_is_created(
     page.goto("/agents/")
 
     with same_document(page):
-        page.get_by_label("Agent name").fill("My Agent!")
+        page.get_by_label("Agent name").fill("!!!")
         page.get_by_role("button", name="Create agent").click()
         error = page.locator("#agent-name-error")
-        expect(error).to_be_visible()
+        expect(error).to_have_text(
+            "Give the agent a name with at least one letter or digit (a-z, 0-9)."
+        )
     expect(page.get_by_label("Agent name")).to_have_attribute("aria-invalid", "true")
-    expect(page.get_by_label("Agent name")).to_have_value("My Agent!")
+    expect(page.get_by_label("Agent name")).to_have_value("!!!")
     assert not Agent.objects.filter(user=alice).exists()
+
+
+def test_an_agent_named_as_written_shows_its_path_name(signed_in_page, alice, same_document):
+    page = signed_in_page(alice)
+    page.goto("/agents/")
+
+    with same_document(page):
+        page.get_by_label("Agent name").fill("My Agent!")
+        page.get_by_role("button", name="Create agent").click()
+        expect(page.get_by_role("heading", name="agent My Agent!")).to_be_visible()
+    expect(page.get_by_text("In paths and tokens: my-agent")).to_be_visible()
+    assert Agent.objects.get(user=alice).name == "my-agent"
 
 
 def test_dismissing_the_revoke_confirmation_keeps_the_token(
