@@ -8,6 +8,8 @@ from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from django.contrib.auth.models import AbstractBaseUser
 
 
@@ -28,10 +30,11 @@ def memory_written_event(
     source: str,
     history_id: int | None,
     renamed_from: str | None = None,
+    batch: UUID | None = None,
 ) -> ActivityEvent:
     """The memory_written row, unsaved: memory/services.py inserts it in the same statement
     as the memory and its history row, which fills in history_id. A rename names the old
-    key."""
+    key; a change made by a bulk action names its batch (memory/bulk.py)."""
     payload: dict[str, object] = {
         "key": key,
         "action": action,
@@ -40,20 +43,26 @@ def memory_written_event(
     }
     if renamed_from is not None:
         payload["renamed_from"] = renamed_from
+    if batch is not None:
+        payload["batch"] = str(batch)
     return ActivityEvent(
         event_type=EventType.MEMORY_WRITTEN, user=user, payload=payload, **actor.as_fields()
     )
 
 
 def memory_deleted(
-    *, user: AbstractBaseUser, actor: Actor, key: str, history_id: int
+    *,
+    user: AbstractBaseUser,
+    actor: Actor,
+    key: str,
+    history_id: int,
+    batch: UUID | None = None,
 ) -> ActivityEvent:
-    return _record(
-        EventType.MEMORY_DELETED,
-        user=user,
-        actor=actor,
-        payload={"key": key, "history_id": history_id},
-    )
+    """A deletion; one made by a bulk action names its batch (memory/bulk.py)."""
+    payload: dict[str, object] = {"key": key, "history_id": history_id}
+    if batch is not None:
+        payload["batch"] = str(batch)
+    return _record(EventType.MEMORY_DELETED, user=user, actor=actor, payload=payload)
 
 
 def work_created(
@@ -270,9 +279,22 @@ def work_updated(
 def work_deleted(
     *, user: AbstractBaseUser, actor: Actor, work_id: int, title: str
 ) -> ActivityEvent:
-    """A work item was deleted (an import in replace mode empties the account first)."""
+    """A work item was deleted (from its page, or by an import in replace mode); it waits in
+    Recently deleted until it is restored."""
     return _record(
         EventType.WORK_DELETED,
+        user=user,
+        actor=actor,
+        payload={"work_id": work_id, "title": title},
+    )
+
+
+def work_restored(
+    *, user: AbstractBaseUser, actor: Actor, work_id: int, title: str
+) -> ActivityEvent:
+    """A deleted work item came back as it was."""
+    return _record(
+        EventType.WORK_RESTORED,
         user=user,
         actor=actor,
         payload={"work_id": work_id, "title": title},

@@ -26,6 +26,7 @@ class EventType(models.TextChoices):
     WORK_UPDATED = "work_updated", "Work updated"
     BOOTSTRAP_COMPLETED = "bootstrap_completed", "Bootstrap completed"
     WORK_DELETED = "work_deleted", "Work deleted"
+    WORK_RESTORED = "work_restored", "Work restored"
 
 
 class AppendOnlyError(Exception):

@@ -271,6 +271,10 @@ MNEMO_SEARCH_OWN_INDEX_ROWS = env_int("MNEMO_SEARCH_OWN_INDEX_ROWS", default=20_
 # transcripts or datasets whose restatements must each be kept; bench/retrieval.py).
 MNEMO_MERGE_NEAR_DUPLICATES = env_bool("MNEMO_MERGE_NEAR_DUPLICATES", default=True)
 MNEMO_PROPOSAL_TTL_DAYS = env_int("MNEMO_PROPOSAL_TTL_DAYS", default=14, minimum=1)
+# Days Recently deleted lists a deleted memory and a bulk action (a bulk delete, re-tag or
+# pin, deleting all memories) can be undone as one (memory/bulk.py). History is never
+# purged: a single memory stays restorable from its history after that.
+MNEMO_UNDO_DAYS = env_int("MNEMO_UNDO_DAYS", default=30, minimum=1)
 MNEMO_DUPLICATE_THRESHOLD: float | None = env_fraction(
     "MNEMO_DUPLICATE_THRESHOLD",
     default=None,  # type: ignore[arg-type] - unset: the model's calibrated threshold

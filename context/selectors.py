@@ -21,13 +21,15 @@ from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from context.models import Document, DocumentVersion, SharedScope
+from context.models import Document, DocumentVersion, SharedScope, VersionAction
 from context.paths import InvalidPath, normalize_path
 from context.services import NEWEST_FIRST, daily_path, user_timezone
 from context.workspace import Granted, global_documents, granted_scopes
 from profiles.models import Agent
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from django.contrib.auth.models import AbstractBaseUser
     from django.db.models import QuerySet
 
@@ -203,6 +205,105 @@ def version_get(*, user: AbstractBaseUser, version_id: int) -> DocumentVersion |
         .filter(_visible(user), pk=version_id)
         .first()
     )
+
+
+def version_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, bool]:
+    """For each of these version ids that the user may open (as version_get would find it):
+    whether a document is at its path in its scope now (False: deleted since). An id missing
+    from the answer is no version they can open. Three queries (the grants among them)."""
+    wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
+    if not wanted:
+        return {}
+    visible = _visible(user)
+    versions = list(
+        DocumentVersion.objects.filter(visible, pk__in=wanted).values_list(
+            "pk", "user_id", "agent_id", "shared_scope_id", "path"
+        )
+    )
+    paths = {path for *_, path in versions}
+    there = set(
+        Document.objects.filter(visible, path__in=paths).values_list(
+            "user_id", "agent_id", "shared_scope_id", "path"
+        )
+    )
+    return {pk: tuple(place) in there for pk, *place in versions}
+
+
+@dataclass(frozen=True)
+class DeletedDocument:
+    """A document in Recently deleted: the version its deletion wrote (what it removed, who
+    deleted it and when), its scope, and the document at its path now, if one was written
+    there since (then restoring would overwrite it, so the page offers to open it)."""
+
+    version: DocumentVersion
+    scope: Scope
+    current: Document | None
+
+
+def deleted_document_list(
+    *, user: AbstractBaseUser, since: datetime.datetime, limit: int = 200
+) -> list[DeletedDocument]:
+    """The documents deleted since `since` and not restored since, newest deletion first: the
+    user's own, their agents', and those of the shared scopes they may write. Per path, the
+    latest deletion. Four queries, whatever the number of rows."""
+    writable = {scope.shared.pk: scope for scope in shared_scopes(user=user) if scope.writable}
+    where = Q(user=user)
+    if writable:
+        where |= Q(user__isnull=True, shared_scope__in=list(writable))
+    latest = (
+        DocumentVersion.objects.filter(where, action=VersionAction.DELETE, created_at__gte=since)
+        .select_related("agent__user", "shared_scope", "actor_user", "actor_agent")
+        .order_by("user_id", "agent_id", "shared_scope_id", "path", "-created_at", "-id")
+        .distinct("user_id", "agent_id", "shared_scope_id", "path")
+    )
+    deletions = {_place(version): version for version in latest}
+    if not deletions:
+        return []
+    paths = {version.path for version in deletions.values()}
+    restored = (
+        DocumentVersion.objects.filter(
+            where, action=VersionAction.RESTORE, created_at__gte=since, path__in=paths
+        )
+        .order_by()
+        .values_list("user_id", "agent_id", "shared_scope_id", "path", "created_at")
+    )
+    for *where_restored, created_at in restored:
+        place = tuple(where_restored)
+        version = deletions.get(place)
+        if version is not None and created_at >= version.created_at:
+            del deletions[place]  # restored since: not deleted any more
+    now = {
+        _place(document): document
+        for document in Document.objects.filter(where, path__in=paths).only(
+            "pk", "user_id", "agent_id", "shared_scope_id", "path", "updated_at"
+        )
+    }
+    rows = [
+        DeletedDocument(
+            version=version,
+            scope=_scope_of_deleted(user, version, writable),
+            current=now.get(place),
+        )
+        for place, version in deletions.items()
+    ]
+    rows.sort(key=lambda row: (row.version.created_at, row.version.pk), reverse=True)
+    return rows[:limit]
+
+
+def _place(row: Document | DocumentVersion) -> tuple[int | None, int | None, int | None, str]:
+    """Where a document lives, as one key: (user, agent, shared scope, path)."""
+    return (row.user_id, row.agent_id, row.shared_scope_id, row.path)
+
+
+def _scope_of_deleted(
+    user: AbstractBaseUser, version: DocumentVersion, writable: dict[int, Scope]
+) -> Scope:
+    """scope_of_row without a query: the shared scopes were read once."""
+    if version.shared_scope_id is not None:
+        return writable[version.shared_scope_id]
+    if version.agent_id is None:
+        return scope_mine(user=user)
+    return scope_of_agent(agent=version.agent)
 
 
 def versions_with_actors(versions: QuerySet[DocumentVersion]) -> QuerySet[DocumentVersion]:

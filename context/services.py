@@ -366,12 +366,14 @@ def document_restore(
     shared_scope: SharedScope | None = None,
     version_id: int,
     actor: Actor,
+    create_only: bool = False,
 ) -> Document:
     """Bring a document back to a version's content (for a deletion, what it removed).
 
     Works whether the document still exists or was deleted; the restore is a version too.
-    The version must be of the user's documents (theirs or their agents'), or with
-    shared_scope of that scope's.
+    With create_only (Recently deleted's Restore), a document that exists at the path now is
+    not overwritten: VersionConflict, and nothing is written. The version must be of the
+    user's documents (theirs or their agents'), or with shared_scope of that scope's.
     """
     owner = None if shared_scope else user
     version = (
@@ -387,6 +389,13 @@ def document_restore(
         document, created = Document.objects.select_for_update().get_or_create(
             **scope, path=version.path, defaults={"body": version.body}
         )
+        if create_only and not created:
+            raise VersionConflict(
+                f"A document exists at '{version.path}' now; open it, or restore this version "
+                "from its history to replace it.",
+                field="path",
+                current_version=_latest_version_id(document),
+            )
         if not created:
             document.body = version.body
             document.save(update_fields=["body", "updated_at"])

@@ -613,11 +613,13 @@ def heartbeat_status(*, user: AbstractBaseUser) -> HeartbeatStatus:
 
 def unseen_findings_count(*, user: AbstractBaseUser) -> int:
     """Findings the user has not opened yet (the navigation's count): a finding's run is
-    seen once the user follows the count's link, whatever happens to the work item after."""
+    seen once the user follows the count's link, whatever happens to the work item after; a
+    deleted one no longer counts."""
     return HeartbeatRun.objects.filter(
         user=user,
         outcome=RunOutcome.FINDING,
         work_item__isnull=False,
+        work_item__deleted_at__isnull=True,
         finding_seen_at__isnull=True,
     ).count()
 

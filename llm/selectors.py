@@ -10,13 +10,13 @@ from django.db.models import Avg, Count, Sum
 from django.utils import timezone
 
 from llm.client import daily_budget, day_start
-from llm.models import LLMCall
+from llm.models import LLMCall, Turn
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from django.contrib.auth.models import AbstractBaseUser
     from django.db.models import QuerySet
-
-    from llm.models import Turn
 
 
 @dataclass(frozen=True)
@@ -95,3 +95,11 @@ def llm_usage_summary(
 def llm_calls_for_turn(*, turn: Turn) -> QuerySet[LLMCall]:
     """The calls made about one turn, in the order they were made."""
     return LLMCall.objects.filter(turn=turn, user_id=turn.user_id).order_by("created_at", "id")
+
+
+def turns_existing(*, user: AbstractBaseUser, ids: Iterable[int]) -> set[int]:
+    """Which of these ids are turns of the user's (for links to their pages). One query."""
+    wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
+    if not wanted:
+        return set()
+    return set(Turn.objects.filter(user=user, pk__in=wanted).values_list("pk", flat=True))

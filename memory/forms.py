@@ -18,9 +18,10 @@ from django import forms
 from activity.actors import Actor
 from lib.errors import InvalidInput
 from lib.pages import add_service_error
+from lib.tags import clean_tags
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN
 from memory.models import Memory
-from memory.services import memory_clean
+from memory.services import MAX_TAGS, memory_clean
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 if TYPE_CHECKING:
@@ -236,3 +237,97 @@ class EntryFilterForm(forms.Form):
             "tag": self.cleaned_data["tag"].strip().lower(),
             "q": self.cleaned_data["q"].strip(),
         }
+
+
+# What the entry list's bulk form does with the selected entries, by its buttons' values.
+BULK_ACTIONS: dict[str, str] = {
+    "pin": "Pin",
+    "unpin": "Unpin",
+    "tag_add": "Add tags",
+    "tag_remove": "Remove tags",
+    "delete": "Delete",
+}
+
+
+class IdListField(forms.Field):
+    """Ids sent as repeated fields (`ids=3&ids=7`): a list of positive integers."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> list[int]:
+        if not value:
+            return []
+        values = value if isinstance(value, list | tuple) else [value]
+        if not all(isinstance(item, str) and item.isdigit() for item in values):
+            raise forms.ValidationError("That selection is not one this page made.")
+        return [int(item) for item in values]
+
+
+class EntryBulkForm(forms.Form):
+    """The entry list's bulk actions (memory/bulk.py): the entries ticked (`ids`), and every
+    entry of the page shown when `all_on_page` is ticked (the page lists them in `page_ids`,
+    so "Select all on this page" works without JavaScript too). Re-tagging takes tags as
+    typed, comma-separated; they are kept normalised (lib/tags.py)."""
+
+    action = forms.ChoiceField(
+        choices=list(BULK_ACTIONS.items()),
+        error_messages={"required": "Choose what to do with the selected entries."},
+    )
+    ids = IdListField(required=False)
+    page_ids = IdListField(required=False)
+    all_on_page = forms.BooleanField(label="Select all on this page", required=False)
+    tags = forms.CharField(
+        label="Tags to add or remove",
+        required=False,
+        max_length=400,
+        help_text="Comma-separated, e.g. work, reports.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("prefix", "bulk")
+        super().__init__(*args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        selected = set(cleaned.get("ids") or [])
+        if cleaned.get("all_on_page"):
+            selected |= set(cleaned.get("page_ids") or [])
+        cleaned["selected"] = sorted(selected)
+        if not selected and not self.errors:
+            raise forms.ValidationError(
+                "Select some entries first: tick their boxes, or Select all on this page."
+            )
+        cleaned["tag_list"] = split_tags(cleaned.get("tags", ""))
+        action = cleaned.get("action", "")
+        if action.startswith("tag_"):
+            if not cleaned["tag_list"]:
+                verb = "add" if action == "tag_add" else "remove"
+                self.add_error("tags", f"Type the tags to {verb}, e.g. work, reports.")
+            else:
+                try:
+                    clean_tags(cleaned["tag_list"], limit=MAX_TAGS)
+                except InvalidInput as error:
+                    self.add_error("tags", error.message)
+        return cleaned
+
+
+# What the user types to delete all their memories (pages/views/context.py delete_all).
+DELETE_ALL_PHRASE = "delete all"
+
+
+class DeleteAllForm(forms.Form):
+    confirm = forms.CharField(
+        label=f"Type “{DELETE_ALL_PHRASE}” to confirm",
+        required=False,
+        max_length=100,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+
+    def clean_confirm(self) -> str:
+        typed = " ".join(self.cleaned_data["confirm"].lower().split())
+        if typed != DELETE_ALL_PHRASE:
+            raise forms.ValidationError(
+                f"Type “{DELETE_ALL_PHRASE}” exactly to delete all your memories. "
+                "Nothing was deleted."
+            )
+        return typed

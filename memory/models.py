@@ -140,13 +140,23 @@ class MemoryHistory(ActorMixin):
     # A default rather than auto_now_add: an import keeps the times of an earlier
     # account's history (memory/services.py memory_history_replay).
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    # The bulk action this change was part of (memory/bulk.py: a bulk delete, re-tag or pin,
+    # or deleting all memories): one undo puts back every change of the batch.
+    batch = models.UUIDField(null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "user_context_history"
         verbose_name = "memory history"
         verbose_name_plural = "memory history"
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["user", "key", "-created_at"], name="history_user_key")]
+        indexes = [
+            models.Index(fields=["user", "key", "-created_at"], name="history_user_key"),
+            models.Index(
+                fields=["user", "batch"],
+                name="history_user_batch",
+                condition=Q(batch__isnull=False),
+            ),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(action__in=HistoryAction.values), name="history_action"

@@ -6,7 +6,8 @@ import contextlib
 from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from django.db.models import F, Max, Q, Window
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import Case, Count, Exists, F, Max, Min, OuterRef, Q, Value, When, Window
 from django.utils import timezone
 
 from activity.actors import ActorKind
@@ -16,6 +17,7 @@ from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal, 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from datetime import datetime
+    from uuid import UUID
 
     from django.contrib.auth.models import AbstractBaseUser
     from django.db.models import QuerySet
@@ -49,6 +51,46 @@ def memory_list(
     if after_key is not None:
         memories = memories.filter(key__gt=after_key)
     return memories.order_by("key")
+
+
+def entry_list(
+    *, user: AbstractBaseUser, kind: str = "", tag: str = "", q: str = ""
+) -> QuerySet[Memory]:
+    """The user's entries as the Context page lists them: by kind (in ENTRY_KINDS order, the
+    `kind_order` annotation), pinned first, then the most recently changed; optionally of
+    one kind, with one tag, or with `q` in the text or the key. Page it."""
+    entries = memory_list(user=user, kind=kind or None, tag=tag or None)
+    entries = entries.filter(key__contains=":")
+    if q:
+        entries = entries.filter(Q(value__icontains=q) | Q(key__icontains=q))
+    kind_order = Case(
+        *(When(key__startswith=f"{name}:", then=Value(i)) for i, name in enumerate(ENTRY_KINDS)),
+        default=Value(len(ENTRY_KINDS)),
+    )
+    return entries.annotate(kind_order=kind_order).order_by(
+        "kind_order", "-pinned", "-updated_at", "key"
+    )
+
+
+def entry_counts_by_kind(entries: QuerySet[Memory]) -> dict[str, int]:
+    """How many of `entries` (from entry_list) there are of each kind."""
+    counts = entries.order_by().values_list("kind_order").annotate(count=Count("pk"))
+    return {ENTRY_KINDS[order]: count for order, count in counts if order < len(ENTRY_KINDS)}
+
+
+def memory_counts(*, user: AbstractBaseUser) -> dict[str, int]:
+    """How many memories the user has: "profile" fields, "style" keys over "platforms",
+    "entry" rows, and "all"."""
+    keys = list(Memory.objects.filter(user=user).values_list("key", flat=True))
+    kinds = [Memory(key=key).kind for key in keys]
+    styles = [key for key, kind in zip(keys, kinds, strict=True) if kind == "style"]
+    return {
+        "profile": kinds.count("profile"),
+        "style": len(styles),
+        "platforms": len({key.split("_", 1)[1] for key in styles}),
+        "entry": len(keys) - kinds.count("profile") - len(styles),
+        "all": len(keys),
+    }
 
 
 def user_zone(user: AbstractBaseUser | None) -> ZoneInfo:
@@ -111,6 +153,62 @@ def deleted_memory_list(
         .distinct("key")
     )
     return sorted(rows, key=lambda row: (row.created_at, row.pk), reverse=True)[:limit]
+
+
+class MemoryBatch(NamedTuple):
+    """A bulk action of the user's (memory/bulk.py), as the pages offer to undo it."""
+
+    batch: UUID
+    deleted: bool  # deletions (a bulk delete, delete all); else changes (re-tag, pin)
+    count: int  # the memories it deleted or changed
+    gone: int  # of the keys it deleted, those with no memory now (0 for changes)
+    created_at: datetime  # when it started
+    keys: list[str]  # in key order
+
+
+def _batches(user: AbstractBaseUser, **filters: object) -> QuerySet[MemoryHistory]:
+    back = Exists(Memory.objects.filter(user=user, key=OuterRef("key")))
+    return (
+        MemoryHistory.objects.filter(user=user, batch__isnull=False, **filters)
+        .values("batch")
+        .annotate(
+            deletions=Count("id", filter=Q(action=HistoryAction.DELETE)),
+            count=Count("id"),
+            gone=Count("id", filter=Q(action=HistoryAction.DELETE) & ~Q(back)),
+            started=Min("created_at"),
+            keys=ArrayAgg("key", order_by="key"),
+        )
+    )
+
+
+def _batch(row: dict) -> MemoryBatch:
+    return MemoryBatch(
+        batch=row["batch"],
+        deleted=row["deletions"] > 0,
+        count=row["count"],
+        gone=row["gone"],
+        created_at=row["started"],
+        keys=row["keys"],
+    )
+
+
+def memory_batch(*, user: AbstractBaseUser, batch: UUID) -> MemoryBatch | None:
+    """One bulk action of the user's, or None (none by that id, or not theirs)."""
+    row = _batches(user, batch=batch).order_by("batch").first()
+    return _batch(row) if row is not None else None
+
+
+def deleted_batch_list(
+    *, user: AbstractBaseUser, since: datetime, limit: int = 20
+) -> list[MemoryBatch]:
+    """The user's bulk deletions since `since` that left some key without a memory still,
+    newest first."""
+    rows = (
+        _batches(user, action=HistoryAction.DELETE, created_at__gte=since)
+        .filter(gone__gt=0)
+        .order_by("-started")[:limit]
+    )
+    return [_batch(row) for row in rows]
 
 
 class MemoryState(NamedTuple):
@@ -190,3 +288,29 @@ def pending_proposal_count(*, user: AbstractBaseUser) -> int:
     return MemoryProposal.objects.filter(
         user=user, status=ProposalStatus.PENDING, expires_at__gt=timezone.now()
     ).count()
+
+
+def history_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, bool]:
+    """For each of these ids that is one of the user's history rows: whether its memory is
+    there now (the row's own memory, under whatever key it has, or a memory under the row's
+    key) or not (deleted since). An id missing from the answer is no row of theirs. One
+    query."""
+    wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
+    if not wanted:
+        return {}
+    same_key = Memory.objects.filter(user=user, key=OuterRef("key"))
+    rows = (
+        MemoryHistory.objects.filter(user=user, pk__in=wanted)
+        .annotate(key_there=Exists(same_key))
+        .values_list("pk", "memory_id", "key_there")
+    )
+    return {pk: memory_id is not None or key_there for pk, memory_id, key_there in rows}
+
+
+def proposal_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, str]:
+    """The status of each of these ids that is one of the user's proposals. One query."""
+    wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
+    if not wanted:
+        return {}
+    rows = MemoryProposal.objects.filter(user=user, pk__in=wanted).values_list("pk", "status")
+    return dict(rows)

@@ -45,6 +45,8 @@ from search.indexing import request_embedding
 from search.services import RELAXED_CTE, SearchLogRow, relaxed_commit
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from django.contrib.auth.models import AbstractBaseUser
 
     from llm.models import Turn
@@ -244,11 +246,13 @@ def memory_update(
     tags: list[str] = UNSET,
     pinned: bool = UNSET,
     reason: str = "",
+    batch: UUID | None = None,
 ) -> MemoryWrite:
     """Change an existing memory; NotFound if the key has none.
 
     A new value or confidence also records who stands behind it now (the source). An
-    agent's change of a user-stated memory raises ReviewRequired (memory_upsert).
+    agent's change of a user-stated memory raises ReviewRequired (memory_upsert). `batch`:
+    the bulk action it is part of (memory/bulk.py), kept on its history row and event.
     """
     parsed = parse_key(key)
     fields: dict[str, Any] = {}
@@ -272,15 +276,23 @@ def memory_update(
         action=HistoryAction.UPDATE,
         create=False,
         reason=_clean_reason(reason),
+        batch=batch,
     )
 
 
 def memory_delete(
-    *, user: AbstractBaseUser, key: str, actor: Actor, reason: str = ""
+    *,
+    user: AbstractBaseUser,
+    key: str,
+    actor: Actor,
+    reason: str = "",
+    batch: UUID | None = None,
 ) -> MemoryHistory:
     """Delete a memory; its last state stays in history so it can be restored.
 
     An agent's deletion of a user-stated memory raises ReviewRequired (memory_upsert).
+    `batch`: the bulk action it is part of (memory/bulk.py), kept on its history row and
+    event.
     """
     parse_key(key)
     reason = _clean_reason(reason)
@@ -301,13 +313,15 @@ def memory_delete(
             )
         else:
             proposal = None
-            history = _delete_row(user, memory, actor)
+            history = _delete_row(user, memory, actor, batch)
     if proposal is not None:
         raise ReviewRequired(proposal)
     return history
 
 
-def _delete_row(user: AbstractBaseUser, memory: Memory, actor: Actor) -> MemoryHistory:
+def _delete_row(
+    user: AbstractBaseUser, memory: Memory, actor: Actor, batch: UUID | None = None
+) -> MemoryHistory:
     """Delete the locked row, with its history row and event."""
     key = memory.key
     history = MemoryHistory.objects.create(
@@ -318,10 +332,11 @@ def _delete_row(user: AbstractBaseUser, memory: Memory, actor: Actor) -> MemoryH
         source=memory.source,
         before=memory.snapshot(),
         after=None,
+        batch=batch,
         **actor.as_fields(),
     )
     memory.delete()
-    events.memory_deleted(user=user, actor=actor, key=key, history_id=history.pk)
+    events.memory_deleted(user=user, actor=actor, key=key, history_id=history.pk, batch=batch)
     return history
 
 
@@ -679,23 +694,53 @@ def memory_history_replay(*, user: AbstractBaseUser, changes: list[PastChange]) 
     return len(rows)
 
 
-def memory_restore(*, user: AbstractBaseUser, history_id: int, actor: Actor) -> MemoryWrite:
+def memory_restore(
+    *, user: AbstractBaseUser, history_id: int, actor: Actor, undo: bool = False
+) -> MemoryWrite:
     """Bring a memory back to the state a history row recorded.
 
     For a change that is the state it produced; for a deletion, the state it removed. A
     memory renamed since is restored under its key now, not beside it under the old one.
+
+    With `undo` (undoing a bulk action, memory/bulk.py): the state before the change, and
+    only while that change is still the memory's last word, decided under the row lock. A
+    deleted memory comes back only while its key has none, a changed one goes back only
+    while it holds what the change left; otherwise Conflict, and nothing is written.
     """
     entry = MemoryHistory.objects.filter(user=user, pk=history_id).select_related("memory").first()
     if entry is None:
         raise NotFound(f"No history entry {history_id}.", field="history_id")
-    state = entry.after if entry.after is not None else entry.before
+    expected: Any = UNSET
+    if not undo:
+        state = entry.after if entry.after is not None else entry.before
+    elif entry.before is None or entry.action == HistoryAction.RENAME:
+        raise InvalidInput(
+            f"History entry {history_id} cannot be undone this way.", field="history_id"
+        )
+    else:
+        state = entry.before
+        expected = entry.after  # None for a deletion: the key must have no memory
     return _write(
         user=user,
         key=entry.memory.key if entry.memory is not None else entry.key,
         fields={name: state[name] for name in ("value", "source", "confidence", "tags", "pinned")},
         actor=actor,
         action=HistoryAction.RESTORE,
+        expected=expected,
     )
+
+
+def _check_expected(key: str, memory: Memory | None, expected: dict[str, Any] | None) -> None:
+    """Conflict unless the locked `memory` is in the `expected` state (None: no memory)."""
+    if (memory.snapshot() if memory is not None else None) == expected:
+        return
+    if expected is None:
+        message = f"'{key}' was added again since; it is left as it is."
+    elif memory is None:
+        message = f"'{key}' was deleted since; it is left as it is."
+    else:
+        message = f"'{key}' was changed since; it is left as it is."
+    raise Conflict(message, field="key")
 
 
 def _write(
@@ -709,6 +754,8 @@ def _write(
     only_new: bool = False,
     reason: str = "",
     unless_changed_since: datetime | None = None,
+    batch: UUID | None = None,
+    expected: Any = UNSET,
 ) -> MemoryWrite:
     """Write one memory with its history row and activity event, in one transaction.
 
@@ -717,8 +764,22 @@ def _write(
     INSERT fails on the unique (user, key), its transaction is rolled back, and it runs
     once more, this time updating the winner's row (or, `only_new`, failing with Conflict).
     When the user must review it first, the proposal is committed and ReviewRequired raised.
+    `batch` goes on the history row and the event; `expected` (a snapshot, or None for no
+    memory) makes the write a Conflict unless the locked row is in that state.
     """
-    write = (user, key, fields, actor, action, create, only_new, reason, unless_changed_since)
+    write = (
+        user,
+        key,
+        fields,
+        actor,
+        action,
+        create,
+        only_new,
+        reason,
+        unless_changed_since,
+        batch,
+        expected,
+    )
     try:
         with transaction.atomic():
             result = _write_once(*write)
@@ -742,10 +803,14 @@ def _write_once(
     only_new: bool,
     reason: str,
     unless_changed_since: datetime | None,
+    batch: UUID | None,
+    expected: Any,
 ) -> MemoryWrite | MemoryProposal:
     # Two statements: the row lock, which also reads the pause and the review rule, and
     # one that writes the row (INSERT or UPDATE), its history row and its activity event.
     memory, review_new = _locked(user, key, actor)
+    if expected is not UNSET:
+        _check_expected(key, memory, expected)
     if only_new and memory is not None:
         raise Conflict(f"You already have '{key}'; edit it in the list instead.", field="slug")
     if unless_changed_since is not None and memory is not None:
@@ -783,11 +848,18 @@ def _write_once(
         source=memory.source,
         before=before,
         after=memory.snapshot(),
+        batch=batch,
         **actor.as_fields(),
     )
     # history_id is filled in by the statement that inserts the history row.
     event = events.memory_written_event(
-        user=user, actor=actor, key=key, action=action, source=memory.source, history_id=None
+        user=user,
+        actor=actor,
+        key=key,
+        action=action,
+        source=memory.source,
+        history_id=None,
+        batch=batch,
     )
     _write_rows(memory, changed, history, event)
     if before is None or before["value"] != memory.value:

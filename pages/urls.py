@@ -8,7 +8,7 @@ path, so any path (even one ending in /edit) stays unambiguous.
 
 from django.urls import path, register_converter
 
-from pages.views import activity, context, documents, nav, search, settings
+from pages.views import activity, context, documents, documents_deleted, nav, search, settings
 
 app_name = "pages"
 
@@ -42,6 +42,9 @@ urlpatterns = [
     path("memories/<int:pk>/edit/", context.entry_edit, name="entry_edit"),
     path("memories/<int:pk>/pin/", context.entry_pin, name="entry_pin"),
     path("memories/<int:pk>/delete/", context.entry_delete, name="entry_delete"),
+    path("entries/bulk/", context.entries_bulk, name="entries_bulk"),
+    path("memories/delete-all/", context.delete_all, name="delete_all"),
+    path("memories/batches/<uuid:batch>/undo/", context.batch_undo, name="batch_undo"),
     path("memories/<int:pk>/history/", context.memory_history, name="memory_history"),
     path("history/<int:history_id>/", context.history_detail, name="history_detail"),
     path("history/<int:history_id>/restore/", context.history_restore, name="history_restore"),
@@ -50,6 +53,13 @@ urlpatterns = [
     path("documents/", documents.documents_page, name="documents"),
     path("documents/new/", documents.document_new, name="document_new"),
     path("documents/today/", documents.today_log, name="documents_today"),
+    # Recently deleted documents (pages/views/documents_deleted.py).
+    path("documents/deleted/", documents_deleted.deleted_documents, name="deleted_documents"),
+    path(
+        "documents/deleted/<int:version_id>/restore/",
+        documents_deleted.deleted_document_restore,
+        name="deleted_document_restore",
+    ),
     path("documents/versions/<int:version_id>/", documents.version_page, name="document_version"),
     path(
         "documents/versions/<int:version_id>/restore/",

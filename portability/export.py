@@ -128,7 +128,7 @@ def export_counts(user: AbstractBaseUser) -> dict[str, int]:
         fmt.MEMORY_HISTORY: MemoryHistory.objects.filter(user=user).count(),
         fmt.DOCUMENTS_DIR: Document.objects.filter(user=user).count(),
         fmt.DOCUMENT_VERSIONS: DocumentVersion.objects.filter(user=user).count(),
-        fmt.WORK_DIR: WorkItem.objects.filter(user=user).count(),
+        fmt.WORK_DIR: WorkItem.objects.live().filter(user=user).count(),
         fmt.ACTIVITY: ActivityEvent.objects.filter(user=user).count(),
         fmt.PROPOSALS: MemoryProposal.objects.filter(user=user).count(),
     }
@@ -288,17 +288,22 @@ def _document_versions(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
 
 
 def _work_items(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
-    rows = WorkItem.objects.filter(user=user).values(
-        "id",
-        "title",
-        "kind",
-        "status",
-        "tags",
-        "agent__name",
-        "metadata",
-        "body",
-        "created_at",
-        "updated_at",
+    # Deleted items (Recently deleted) stay out: an import would bring them back as live.
+    rows = (
+        WorkItem.objects.live()
+        .filter(user=user)
+        .values(
+            "id",
+            "title",
+            "kind",
+            "status",
+            "tags",
+            "agent__name",
+            "metadata",
+            "body",
+            "created_at",
+            "updated_at",
+        )
     )
     return _pages(rows, ("created_at", "id"), DOCUMENT_PAGE_SIZE)
 

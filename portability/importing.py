@@ -565,14 +565,15 @@ def _replace_count(user: AbstractBaseUser) -> int:
     return (
         Memory.objects.filter(user=user).count()
         + Document.objects.filter(user=user).count()
-        + WorkItem.objects.filter(user=user).count()
+        + WorkItem.objects.live().filter(user=user).count()
     )
 
 
 def _delete_everything(user: AbstractBaseUser, actor: Actor, report: Report) -> None:
     """Replace mode's first step: the account's memories, documents and work items go,
     each through its service (history, versions and events are written as for any delete;
-    deleted memories and documents stay restorable from their history)."""
+    deleted memories and documents stay restorable from their history, work items from
+    Recently deleted work)."""
     from work.services import work_delete
 
     for key in Memory.objects.filter(user=user).order_by("key").values_list("key", flat=True):
@@ -584,7 +585,8 @@ def _delete_everything(user: AbstractBaseUser, actor: Actor, report: Report) -> 
         with contextlib.suppress(NotFound):
             document_delete(user=user, agent=document.agent, path=document.path, actor=actor)
         report.step()
-    for pk in WorkItem.objects.filter(user=user).order_by("pk").values_list("pk", flat=True):
+    work = WorkItem.objects.live().filter(user=user).order_by("pk").values_list("pk", flat=True)
+    for pk in work:
         with contextlib.suppress(NotFound):
             work_delete(user=user, pk=pk, actor=actor)
         report.step()
@@ -1024,7 +1026,9 @@ def _import_work_item(
     agent_name = values.get("agent")
     try:
         with transaction.atomic():
-            mine = WorkItem.objects.select_for_update().filter(user=user, title=title.strip())
+            mine = (
+                WorkItem.objects.live().select_for_update().filter(user=user, title=title.strip())
+            )
             current = (mine.filter(created_at=created_at).first() if created_at else None) or (
                 mine.filter(body=body).first()
             )

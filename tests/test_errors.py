@@ -557,3 +557,25 @@ def test_error_pages_escape_the_message():
     html = http_errors.render_error_page(400, "<script>alert(1)</script>")
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+@pytest.mark.parametrize("status", [403, 404, 500, 503])
+def test_error_pages_have_the_navigation_the_theme_switch_and_the_icon(status):
+    # No django_db mark: the links are reversed URLs and nothing here may query the database.
+    html = http_errors.render_error_page(status, "What happened.")
+
+    assert '<nav aria-label="Main">' in html
+    links = re.findall(r'<a href="([^"]+)">([^<]+)</a>', html.split('<nav aria-label="Main">')[1])
+    assert links[:7] == [
+        ("/", "Context"),
+        ("/context/inbox/", "Inbox"),
+        ("/activity/", "Activity"),
+        ("/turns/", "Turns"),
+        ("/work/", "Work"),
+        ("/agents/", "Agents"),
+        ("/settings/", "Settings"),
+    ]
+    assert '<a class="skip" href="#main">Skip to content</a>' in html
+    assert '<select id="theme-choice" data-theme-switch>' in html
+    assert '<script src="/static/js/theme.js"></script>' in html
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in html

@@ -20,6 +20,11 @@ class WorkItemForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        if self.instance.pk and self.instance.deleted_at is not None:
+            raise forms.ValidationError(
+                "This item is deleted: restore it from Recently deleted work first. (Deleting "
+                "it here removes it for good.)"
+            )
         user = cleaned.get("user") if "user" in self.fields else self.instance.user
         if user is not None:
             try:
@@ -38,8 +43,8 @@ class WorkItemForm(forms.ModelForm):
 @admin.register(WorkItem)
 class WorkItemAdmin(admin.ModelAdmin):
     form = WorkItemForm
-    list_display = ("title", "user", "agent", "kind", "status", "created_at")
-    list_filter = ("kind", "status", "agent", "created_at")
+    list_display = ("title", "user", "agent", "kind", "status", "created_at", "deleted_at")
+    list_filter = ("kind", "status", "agent", "created_at", "deleted_at")
     search_fields = ("title", "user__username", "agent__name")
     list_select_related = ("user", "agent")
     autocomplete_fields = ("user", "agent")
@@ -47,7 +52,7 @@ class WorkItemAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
 
     def get_readonly_fields(self, request: HttpRequest, obj: WorkItem | None = None) -> tuple:
-        return () if obj is None else ("user", "created_at", "updated_at")
+        return () if obj is None else ("user", "created_at", "updated_at", "deleted_at")
 
     def save_model(
         self, request: HttpRequest, obj: WorkItem, form: forms.ModelForm, change: bool

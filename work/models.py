@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
@@ -24,8 +26,22 @@ class WorkStatus(models.TextChoices):
     ARCHIVED = "archived", "Archived"
 
 
+class WorkItemQuerySet(models.QuerySet["WorkItem"]):
+    def live(self) -> WorkItemQuerySet:
+        """Items not deleted: what the Work pages, the tools and export see."""
+        return self.filter(deleted_at__isnull=True)
+
+    def deleted(self) -> WorkItemQuerySet:
+        """Items in Recently deleted: deleted, restorable."""
+        return self.filter(deleted_at__isnull=False)
+
+
 class WorkItem(models.Model):
-    """Something the assistant produced for the user, as markdown."""
+    """Something the assistant produced for the user, as markdown.
+
+    Deleting one keeps the row with `deleted_at` set (work/services.py `work_delete`), so it
+    can be restored as it was; every reader but Recently deleted takes `.live()` items.
+    """
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="work_items"
@@ -51,10 +67,21 @@ class WorkItem(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When it was deleted; empty: it is not."
+    )
+
+    objects = WorkItemQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
+            # Recently deleted work: the user's deleted items, newest deletion first.
+            models.Index(
+                fields=["user", "-deleted_at"],
+                name="work_user_deleted",
+                condition=Q(deleted_at__isnull=False),
+            ),
             models.Index(fields=["user", "-created_at"], name="work_user_recent"),
             # The Work page's and list_work's filter by kind (heartbeat findings, …).
             models.Index(fields=["user", "kind", "-created_at"], name="work_user_kind_recent"),

@@ -1,5 +1,6 @@
 """Writes for work items: each creation and each change is recorded in the activity log,
-in the same transaction as the row.
+in the same transaction as the row. Deleting keeps the row, marked deleted, so it can be
+restored as it was (work_delete, work_restore).
 
 Any of a user's agents may change any of that user's work items, not only the ones it
 wrote: the work is the user's, and agents hand work on to each other (one drafts, another
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.utils import timezone
 
 from activity import events
 from activity.actors import Actor
@@ -90,7 +92,7 @@ def work_update(
 ) -> WorkUpdate:
     """Change the given fields of one of the user's work items (None: leave as is).
 
-    NotFound for an id that is not the user's. A change writes the row and one
+    NotFound for an id that is not the user's, or is deleted. A change writes the row and one
     `work_updated` event naming the changed fields; the same values again change nothing
     and record nothing."""
     wanted: dict[str, object] = {}
@@ -108,7 +110,7 @@ def work_update(
     if tags is not None:
         wanted["tags"] = _clean_tags(tags)
     with transaction.atomic():
-        item = WorkItem.objects.select_for_update().filter(user=user, pk=pk).first()
+        item = WorkItem.objects.live().select_for_update().filter(user=user, pk=pk).first()
         if item is None:
             raise NotFound(f"No work item with id {pk}.", field="id")
         if (
@@ -140,16 +142,34 @@ def work_update(
     return WorkUpdate(item=item, changed=changed)
 
 
-def work_delete(*, user: AbstractBaseUser, pk: int, actor: Actor) -> None:
-    """Delete one of the user's work items, with its `work_deleted` event; NotFound for an
-    id that is not the user's. Nothing keeps its text: export first to keep it."""
+def work_delete(*, user: AbstractBaseUser, pk: int, actor: Actor) -> WorkItem:
+    """Delete one of the user's work items: it leaves the Work pages and the tools, and waits
+    in Recently deleted, as it was, until work_restore brings it back. The row stays (its
+    `deleted_at` set), so what links to it (its events, the heartbeat run that found it)
+    still does. Writes the `work_deleted` event; NotFound for an id that is not one of the
+    user's items, or is deleted already."""
     with transaction.atomic():
-        item = WorkItem.objects.select_for_update().filter(user=user, pk=pk).first()
+        item = WorkItem.objects.live().select_for_update().filter(user=user, pk=pk).first()
         if item is None:
             raise NotFound(f"No work item with id {pk}.", field="id")
-        title = item.title
-        item.delete()
-        events.work_deleted(user=user, actor=actor, work_id=pk, title=title)
+        item.deleted_at = timezone.now()
+        # updated_at stays: it is when the item's content last changed.
+        WorkItem.objects.filter(pk=item.pk).update(deleted_at=item.deleted_at)
+        events.work_deleted(user=user, actor=actor, work_id=item.pk, title=item.title)
+    return item
+
+
+def work_restore(*, user: AbstractBaseUser, pk: int, actor: Actor) -> WorkItem:
+    """Bring back one of the user's deleted work items as it was, with its `work_restored`
+    event; NotFound for an id that is not one of the user's deleted items."""
+    with transaction.atomic():
+        item = WorkItem.objects.deleted().select_for_update().filter(user=user, pk=pk).first()
+        if item is None:
+            raise NotFound(f"No deleted work item with id {pk}.", field="id")
+        item.deleted_at = None
+        WorkItem.objects.filter(pk=item.pk).update(deleted_at=None)
+        events.work_restored(user=user, actor=actor, work_id=item.pk, title=item.title)
+    return item
 
 
 def _clean_title(title: str) -> str:

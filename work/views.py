@@ -1,25 +1,41 @@
 """The Work pages: what the assistant produced for the user (filtered by kind and by agent),
-and one item rendered."""
+one item rendered (deleting it, and restoring it while it is deleted), and Recently deleted
+work."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.template.response import TemplateResponse
-from django.views.decorators.http import require_GET
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
 
+from activity.actors import Actor
+from lib.errors import NotFound
 from lib.markdown import render_markdown
-from lib.pages import HtmxHttpRequest, render_page
+from lib.pages import HtmxHttpRequest, done, render_page, who
 from profiles.models import Agent
 from work.models import WorkItem, WorkKind
-from work.selectors import NO_AGENT, heartbeat_finding_count, work_get, work_list
+from work.selectors import (
+    NO_AGENT,
+    deleted_work_list,
+    heartbeat_finding_count,
+    work_deletion,
+    work_get,
+    work_list,
+)
+from work.services import work_delete, work_restore
 
 PER_PAGE = 50
 LIST_TEMPLATE = "work/list.html"
+DELETED_TEMPLATE = "work/deleted.html"
 
 
 class WorkFilterForm(forms.Form):
@@ -39,7 +55,8 @@ class WorkFilterForm(forms.Form):
 
 
 def _get_work_for_user(user: Any, pk: int) -> WorkItem:
-    item = work_get(user=user, pk=pk)
+    """One of the user's work items, deleted or not; 404 for anyone else's id."""
+    item = work_get(user=user, pk=pk, include_deleted=True)
     if item is None:
         raise Http404("No such work item.")
     return item
@@ -77,9 +94,64 @@ def work_list_page(request: HtmxHttpRequest) -> TemplateResponse:
 @require_GET
 def work_detail_page(request: HtmxHttpRequest, pk: int) -> TemplateResponse:
     item = _get_work_for_user(request.user, pk)
+    deletion = work_deletion(user=request.user, item=item)
     context = {
         "item": item,
         "body_html": render_markdown(item.body),
         "is_finding": item.kind == WorkKind.HEARTBEAT,
+        "deleted_by": who(request, deletion) if deletion is not None else None,
     }
     return render_page(request, "work/detail.html", context, partial="work-item")
+
+
+@login_required
+@require_POST
+def work_delete_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Delete the item (its page asked first); it waits in Recently deleted. Back to its
+    page, which now says so and offers Restore."""
+    item = _get_work_for_user(request.user, pk)
+    try:
+        work_delete(user=request.user, pk=item.pk, actor=Actor.for_user(request.user))
+        message = f"Deleted “{item.title}”. It waits in Recently deleted work: restore it there."
+    except NotFound:  # deleted already (another tab)
+        message = f"“{item.title}” was deleted already."
+    return done(request, message, item.get_absolute_url())
+
+
+@login_required
+@require_POST
+def work_restore_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Bring a deleted item back. From Recently deleted with htmx, its row says so in place;
+    otherwise back to the item's page."""
+    item = _get_work_for_user(request.user, pk)
+    try:
+        item = work_restore(user=request.user, pk=item.pk, actor=Actor.for_user(request.user))
+        message = f"Restored “{item.title}”."
+    except NotFound:  # restored already (another tab)
+        message = f"“{item.title}” is not deleted."
+    from_trash = request.POST.get("then") == "trash"
+    if from_trash and request.htmx:
+        context = {"row": {"item": item}, "restored": item}
+        return render_page(request, DELETED_TEMPLATE, context, partial="deleted-row")
+    url = reverse("work_recently_deleted") if from_trash else item.get_absolute_url()
+    return done(request, message, url)
+
+
+@login_required
+@require_GET
+def work_deleted_page(request: HtmxHttpRequest) -> TemplateResponse:
+    """Recently deleted work: the items deleted in the last MNEMO_UNDO_DAYS days, with who
+    deleted them and when, each with Restore."""
+    since = timezone.now() - timedelta(days=settings.MNEMO_UNDO_DAYS)
+    rows = deleted_work_list(user=request.user, since=since)
+    context = {
+        "rows": [
+            {
+                "item": row.item,
+                "who": who(request, row.event) if row.event is not None else None,
+            }
+            for row in rows
+        ],
+        "days": settings.MNEMO_UNDO_DAYS,
+    }
+    return render_page(request, DELETED_TEMPLATE, context)

@@ -1,7 +1,8 @@
 """The Activity page: the user's log of what happened, newest first, filterable.
 
 It tells every layer's events in words (memories, proposals, documents, work, the heartbeat,
-turns) and links to their pages, so it lives in pages/; activity/ below keeps the log.
+turns) and links each row to what it is about, or says it is gone (pages/activity_links.py),
+so it lives in pages/; activity/ below keeps the log.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from activity.actors import ActorKind
 from activity.models import ActivityEvent, EventType
 from activity.selectors import activity_list
 from lib.pages import HtmxHttpRequest, Who, render_page, who
+from pages.activity_links import Found, Target, found_for, target_of
 from profiles.models import Agent
 from work.models import WorkKind
 
@@ -79,7 +81,9 @@ PROFILE_FATES = {
 
 @dataclass(frozen=True)
 class Row:
-    """One event ready to show: every string is plain text, escaped by the template."""
+    """One event ready to show: every string is plain text, escaped by the template. The
+    subject (or, without one, the verb) links to the target; `code` shows the subject as
+    code (a memory key, a document path) rather than as a title."""
 
     event: ActivityEvent
     label: str
@@ -87,8 +91,8 @@ class Row:
     verb: str
     subject: str
     detail: str
-    work_id: int | None
-    turn_id: int | None = None  # the turn page the row links to (learning events)
+    target: Target
+    code: bool = True
 
 
 def _text(value: object, limit: int = 120) -> str:
@@ -101,8 +105,8 @@ def _key(payload: dict[str, Any]) -> str:
     return _text(payload.get("key"), 100)
 
 
-def _describe(event: ActivityEvent) -> tuple[str, str, str, int | None]:
-    """(verb, subject, detail, work id) from the payload; unknown shapes degrade to text.
+def _describe(event: ActivityEvent) -> tuple[str, str, str]:
+    """(verb, subject, detail) from the payload; unknown shapes degrade to text.
 
     The subject is a memory key or document path (shown as code) or a work title.
     """
@@ -114,35 +118,24 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str, int | None]:
         source = SOURCE_LABELS.get(str(payload.get("source")), _text(payload.get("source"), 40))
         if action == "rename" and payload.get("renamed_from"):
             # "Renamed fact:old to <code>preference:new</code>"
-            return f"Renamed {_text(payload['renamed_from'], 100)} to", _key(payload), "", None
-        return verb, _key(payload), source, None
+            return f"Renamed {_text(payload['renamed_from'], 100)} to", _key(payload), ""
+        return verb, _key(payload), source
     if kind == EventType.PROPOSAL_CREATED:
         verb = PROPOSED.get(str(payload.get("action")), "Proposed a change to")
         why = TRIGGERS.get(str(payload.get("trigger")), "")
-        return verb, _key(payload), f"waits for your review: {why}" if why else "", None
+        return verb, _key(payload), f"waits for your review: {why}" if why else ""
     if kind in DECIDED:
         proposed_by = _text(payload.get("proposed_by"), 80)
-        return (
-            DECIDED[kind],
-            _key(payload),
-            f"proposed by {proposed_by}" if proposed_by else "",
-            None,
-        )
+        return DECIDED[kind], _key(payload), f"proposed by {proposed_by}" if proposed_by else ""
     if kind == EventType.MEMORY_DELETED:
-        return "Deleted", _text(payload.get("key"), 100), "", None
+        return "Deleted", _text(payload.get("key"), 100), ""
     if kind == EventType.WORK_CREATED:
-        work_id = payload.get("work_id")
         kind_label = dict(WorkKind.choices).get(payload.get("kind"), _text(payload.get("kind"), 40))
-        return (
-            "",
-            _text(payload.get("title")) or "Untitled",
-            str(kind_label),
-            work_id if isinstance(work_id, int) else None,
-        )
+        return "", _text(payload.get("title")) or "Untitled", str(kind_label)
     if kind in (EventType.DOCUMENT_WRITTEN, EventType.DOCUMENT_DELETED):
         path = payload.get("path") or payload.get("document") or ""
         verb = "Wrote" if kind == EventType.DOCUMENT_WRITTEN else "Deleted"
-        return verb, _text(path, 100), "", None
+        return verb, _text(path, 100), ""
     if kind in WORKSPACE_EVENTS:
         return _describe_workspace(kind, payload)
     parts = [
@@ -150,7 +143,7 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str, int | None]:
         for name, value in sorted(payload.items())
         if isinstance(value, str | int | float | bool) and not name.endswith("_id")
     ]
-    return "", "", _text(", ".join(parts)), None
+    return "", "", _text(", ".join(parts))
 
 
 WORKSPACE_EVENTS = {
@@ -160,26 +153,36 @@ WORKSPACE_EVENTS = {
     EventType.HEARTBEAT_FAILED,
     EventType.BOOTSTRAP_COMPLETED,
     EventType.WORK_DELETED,
+    EventType.WORK_RESTORED,
+}
+# The events whose subject is a work item's title (plain text, not code).
+TITLED_EVENTS = {
+    EventType.WORK_CREATED,
+    EventType.WORK_UPDATED,
+    EventType.WORK_DELETED,
+    EventType.WORK_RESTORED,
+    EventType.HEARTBEAT_FINDING,
 }
 
 
-def _describe_workspace(kind: str, payload: dict[str, Any]) -> tuple[str, str, str, int | None]:
-    """The heartbeat, work updates and the bootstrap, as (verb, subject, detail, work id)."""
-    work_id = payload.get("work_id")
-    work_id = work_id if isinstance(work_id, int) and not isinstance(work_id, bool) else None
+def _describe_workspace(kind: str, payload: dict[str, Any]) -> tuple[str, str, str]:
+    """The heartbeat, work updates and the bootstrap, as (verb, subject, detail)."""
+    title = _text(payload.get("title")) or "Untitled"
     if kind == EventType.WORK_UPDATED:
         fields = payload.get("fields")
         changed = ", ".join(_text(f, 20) for f in fields) if isinstance(fields, list) else ""
-        return "Updated", _text(payload.get("title")) or "Untitled", changed, work_id
+        return "Updated", title, changed
     if kind == EventType.WORK_DELETED:
-        return "Deleted work", _text(payload.get("title")) or "Untitled", "", None
+        return "Deleted work", title, ""
+    if kind == EventType.WORK_RESTORED:
+        return "Restored work", title, ""
     if kind == EventType.HEARTBEAT_OK:
-        return "Heartbeat: nothing needs you", "", "", None
+        return "Heartbeat: nothing needs you", "", ""
     if kind == EventType.HEARTBEAT_FINDING:
-        return "Heartbeat finding:", _text(payload.get("title")) or "Untitled", "", work_id
+        return "Heartbeat finding:", title, ""
     if kind == EventType.HEARTBEAT_FAILED:
-        return "Heartbeat failed", "", _text(payload.get("reason"), 200), None
-    return "Finished the first-run ritual: deleted", "BOOTSTRAP.md", "a version is kept", None
+        return "Heartbeat failed", "", _text(payload.get("reason"), 200)
+    return "Finished the first-run ritual: deleted", "BOOTSTRAP.md", "a version is kept"
 
 
 def _count(value: object) -> int:
@@ -213,8 +216,8 @@ def _turn_processed(payload: dict[str, Any], turn: str) -> str:
     return f"{turn} processed: " + ", ".join(part for part in parts if part)
 
 
-def _describe_learning(event: ActivityEvent, by_agent: str) -> tuple[str, int | None]:
-    """(sentence, turn id) for the assistant loop's events; the row links to the turn."""
+def _describe_learning(event: ActivityEvent, by_agent: str) -> str:
+    """The sentence for the assistant loop's events; the row links to the turn."""
     payload = event.payload if isinstance(event.payload, dict) else {}
     turn_id = payload.get("turn_id")
     turn_id = turn_id if isinstance(turn_id, int) and not isinstance(turn_id, bool) else None
@@ -223,19 +226,18 @@ def _describe_learning(event: ActivityEvent, by_agent: str) -> tuple[str, int | 
     if kind == EventType.TURN_REPORTED:
         by = f" by agent {by_agent}" if event.actor_type == ActorKind.AGENT else ""
         if payload.get("learning"):
-            return f"{turn} reported{by}: Mnemo learns from it", turn_id
+            return f"{turn} reported{by}: Mnemo learns from it"
         reason = _text(payload.get("reason"))
-        return f"{turn} reported{by} — learning off" + (f": {reason}" if reason else ""), turn_id
+        return f"{turn} reported{by} — learning off" + (f": {reason}" if reason else "")
     if kind == EventType.TURN_PROCESSED:
-        return _turn_processed(payload, turn), turn_id
+        return _turn_processed(payload, turn)
     if kind == EventType.CONSOLIDATION_APPLIED:
         size = _count(payload.get("profile_tokens"))
         cost = _count(payload.get("prompt_tokens")) + _count(payload.get("completion_tokens"))
         after = f" after turn {turn_id}" if turn_id else ""
         return (
             f"Profile rewritten{after}: now {_counted(size, 'token')}, "
-            f"{_counted(cost, 'LLM token')} used",
-            turn_id,
+            f"{_counted(cost, 'LLM token')} used"
         )
     if kind in (EventType.CONSOLIDATION_FAILED, EventType.CAPTURE_FAILED):
         what = "Consolidation" if kind == EventType.CONSOLIDATION_FAILED else "Capture"
@@ -243,19 +245,21 @@ def _describe_learning(event: ActivityEvent, by_agent: str) -> tuple[str, int | 
         attempt = _count(payload.get("attempt"))
         tried = f" (attempt {attempt})" if attempt else ""
         reason = _text(payload.get("reason")) or "no reason given"
-        return f"{what} failed{of}{tried}: {reason}", turn_id
+        return f"{what} failed{of}{tried}: {reason}"
     used, budget = _count(payload.get("used")), _count(payload.get("budget"))
-    return f"Daily LLM budget reached: {used:,} of {budget:,} tokens", turn_id
+    return f"Daily LLM budget reached: {used:,} of {budget:,} tokens"
 
 
-def _row(request: HtmxHttpRequest, event: ActivityEvent) -> Row:
+def _row(request: HtmxHttpRequest, event: ActivityEvent, found: Found) -> Row:
     by = who(request, event)
     label = event.get_event_type_display()
+    target = target_of(event, found)
     if event.event_type in LEARNING_EVENTS:
-        sentence, turn_id = _describe_learning(event, by.name)
-        return Row(event, label, by, sentence, "", "", None, turn_id)
-    verb, subject, detail, work_id = _describe(event)
-    return Row(event, label, by, verb, subject, detail, work_id)
+        return Row(event, label, by, _describe_learning(event, by.name), "", "", target)
+    verb, subject, detail = _describe(event)
+    return Row(
+        event, label, by, verb, subject, detail, target, event.event_type not in TITLED_EVENTS
+    )
 
 
 @login_required
@@ -275,10 +279,12 @@ def activity_page(request: HtmxHttpRequest) -> TemplateResponse:
     else:
         events = activity_list(user=request.user)
     page = Paginator(events, PER_PAGE).get_page(request.GET.get("page"))
+    shown = list(page.object_list)
+    found = found_for(user=request.user, events=shown)
     context = {
         "form": form,
         "page": page,
-        "rows": [_row(request, event) for event in page.object_list],
+        "rows": [_row(request, event, found) for event in shown],
         "filtered": filtered,
     }
     status = 400 if form.is_bound and not form.is_valid() and not request.htmx else 200

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q
+from django.core.paginator import Page, Paginator
 from django.forms import BoundField
-from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import dateformat, timezone
@@ -37,10 +39,22 @@ from django.views.decorators.http import require_http_methods
 from activity.actors import Actor
 from lib.errors import InvalidInput, NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, render_page, target_partial, who
+from memory.bulk import (
+    BulkAction,
+    BulkResult,
+    memory_batch_undo,
+    memory_bulk_delete,
+    memory_bulk_pin,
+    memory_bulk_tag,
+    memory_delete_all,
+)
 from memory.forms import (
+    DELETE_ALL_PHRASE,
     KIND_LABELS,
     PROFILE_FIELDS,
     BudgetForm,
+    DeleteAllForm,
+    EntryBulkForm,
     EntryFilterForm,
     EntryForm,
     ProfileForm,
@@ -50,8 +64,14 @@ from memory.forms import (
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN, PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import HistoryAction, Memory, MemoryHistory, Source
 from memory.selectors import (
+    MemoryBatch,
+    deleted_batch_list,
     deleted_memory_list,
+    entry_counts_by_kind,
+    entry_list,
     memory_agent_names,
+    memory_batch,
+    memory_counts,
     memory_history_for_key,
     memory_list,
 )
@@ -73,6 +93,7 @@ if TYPE_CHECKING:
 PAGE = "pages/context.html"
 HISTORY_PAGE = "pages/memory_history.html"
 DELETED_PAGE = "pages/memory_deleted.html"
+DELETE_ALL_PAGE = "pages/memory_delete_all.html"
 TABS = {"profile": "Profile", "styles": "Styles", "entries": "Entries"}
 # The regions a GET of the page swaps, by the id htmx aims at: the entry list (filters, a
 # refresh after a change) and the tabs with their panel (a tab link).
@@ -81,7 +102,9 @@ MEMORY_CHANGED = "memory-changed"
 ENTRIES_CHANGED = "entries-changed"
 KEEP_HEADER = "Mnemo-Keep"
 QUOTE_CHARS = 60
-DELETED_DAYS = 30
+ENTRIES_PER_PAGE = 50
+LIST_PARAMS = ("kind", "tag", "q", "page")  # what the entry list shows, kept across changes
+REFUSALS_SHOWN = 5
 OMITTED_SHOWN = 25
 OMITTED_REASONS = {
     OVER_BUDGET: "did not fit in the token budget",
@@ -259,36 +282,132 @@ def _style_rows(
     return rows
 
 
-def _entries_context(request: HtmxHttpRequest) -> dict[str, Any]:
-    """The entry list, filtered, grouped by kind. Entries whose editor is open in the page
-    (`_kept`) stay listed whatever the filters say, marked `kept`: the browser keeps their
-    editors, with what was typed in them, across this refresh."""
+@dataclass
+class EntryGroup:
+    kind: str
+    label: str
+    members: list[Memory]
+    count: int  # of this kind among the entries listed, on every page
+    continued: bool  # some of them are on the pages before this one
+
+
+@dataclass
+class BulkBox:
+    """What the entry list says above it after a bulk action: the note, and the batch an
+    Undo button undoes (or, after a plain POST's redirect, the batch alone: the flash has
+    the note)."""
+
+    note: str = ""
+    error: bool = False
+    batch: uuid.UUID | None = None
+    offer: MemoryBatch | None = None
+
+
+def _entries_url(params: QueryDict | dict[str, str], **extra: object) -> str:
+    """The Context page's entry list with these filters and page (and `extra`)."""
+    query = QueryDict(mutable=True)
+    query["tab"] = "entries"
+    for name in LIST_PARAMS:
+        value = params.get(name) or ""
+        if value and not (name == "page" and value == "1"):
+            query[name] = value
+    for name, value in extra.items():
+        query[name] = str(value)
+    return f"{reverse('pages:context')}?{query.urlencode()}"
+
+
+def _list_params(data: QueryDict) -> QueryDict:
+    """The entry list's filters and page from a form's hidden copies of them."""
+    params = QueryDict(mutable=True)
+    for name in LIST_PARAMS:
+        if data.get(name):
+            params[name] = data[name]
+    return params
+
+
+def _page_links(page: Page, params: dict[str, str]) -> list[dict[str, Any]]:
+    """Links to the other pages of the list (a gap is a link without a url)."""
+    links = []
+    for number in page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1):
+        if number == page.paginator.ELLIPSIS:
+            links.append({"label": number, "url": ""})
+        else:
+            url = _entries_url({**params, "page": str(number)})
+            links.append({"label": number, "url": url, "current": number == page.number})
+    return links
+
+
+def _entries_context(
+    request: HtmxHttpRequest,
+    params: QueryDict | None = None,
+    *,
+    bulk_form: EntryBulkForm | None = None,
+    bulk: BulkBox | None = None,
+) -> dict[str, Any]:
+    """The entry list, filtered, ENTRIES_PER_PAGE at a time, grouped by kind, with the bulk
+    form. `params` holds the filters and the page (the GET's, or a POST's hidden copies of
+    them). Entries whose editor is open in the page (`_kept`) stay listed whatever the
+    filters and the page say, marked `kept`: the browser keeps their editors, with what was
+    typed in them, across this refresh."""
     user = request.user
-    filter_form = EntryFilterForm(request.GET)
+    params = request.GET if params is None else params
+    filter_form = EntryFilterForm(params)
     filters = filter_form.filters()
-    entries = memory_list(user=user, kind=filters["kind"] or None, tag=filters["tag"] or None)
-    entries = entries.filter(key__contains=":")
-    if filters["q"]:
-        entries = entries.filter(Q(value__icontains=filters["q"]) | Q(key__icontains=filters["q"]))
+    entries = entry_list(user=user, **filters)
+    page = Paginator(entries, ENTRIES_PER_PAGE).get_page(params.get("page"))
+    on_page = list(page.object_list)
+    rows = list(on_page)
     kept = {
         int(element[len("memory-") :])
         for element in _kept(request)
         if element.startswith("memory-") and element[len("memory-") :].isdigit()
     }
-    if kept:
-        entries = entries | Memory.objects.filter(user=user, key__contains=":", pk__in=kept)
-    rows = _annotate(user, list(entries.order_by("-pinned", "-updated_at", "key")))
+    if extra := kept - {memory.pk for memory in rows}:
+        rows += list(Memory.objects.filter(user=user, key__contains=":", pk__in=extra))
+    _annotate(user, rows)
     for memory in rows:
         memory.kept = memory.pk in kept
-    groups = [(kind, [m for m in rows if m.kind == kind]) for kind in ENTRY_KINDS]
+    counts = entry_counts_by_kind(entries)
+    start = page.start_index() - 1 if page.paginator.count else 0
+    groups, before = [], 0
+    for kind in ENTRY_KINDS:
+        if members := [memory for memory in rows if memory.kind == kind]:
+            count = max(counts.get(kind, 0), len(members))
+            groups.append(EntryGroup(kind, KIND_LABELS[kind], members, count, start > before))
+        before += counts.get(kind, 0)
+    shown = {**filters, "page": str(page.number)}
     return {
         "filter_form": filter_form,
         "filters": filters,
         "filtered": any(filters.values()),
-        "entry_groups": [(kind, KIND_LABELS[kind], members) for kind, members in groups if members],
+        "entry_groups": groups,
         "entry_shown": len(rows),
         "entry_total": Memory.objects.filter(user=user, key__contains=":").count(),
+        "entry_matching": page.paginator.count,
+        "entry_page": page,
+        "entry_range": f"{page.start_index()}–{page.end_index()}",
+        "page_links": _page_links(page, filters) if page.paginator.num_pages > 1 else [],
+        "previous_url": _entries_url({**filters, "page": str(page.number - 1)}),
+        "next_url": _entries_url({**filters, "page": str(page.number + 1)}),
+        "list_url": _entries_url(shown),
+        "list_hidden": [(name, value) for name, value in shown.items() if value],
+        "page_ids": [memory.pk for memory in on_page],
+        "bulk_form": bulk_form or EntryBulkForm(),
+        "bulk": bulk or _bulk_offer(request),
     }
+
+
+def _bulk_offer(request: HtmxHttpRequest) -> BulkBox | None:
+    """After a bulk action without JavaScript, the redirect carries ?batch=<id>: offer its
+    Undo (the flash says what it did)."""
+    try:
+        batch = uuid.UUID(request.GET.get("batch", ""))
+    except ValueError:
+        return None
+    offer = memory_batch(user=request.user, batch=batch)
+    if offer is None:
+        return None
+    return BulkBox(batch=batch, offer=offer)
 
 
 def _preview_context(
@@ -368,6 +487,8 @@ def _page_context(
     entry_form: EntryForm | None = None,
     editing: Memory | None = None,
     budget_form: BudgetForm | None = None,
+    bulk_form: EntryBulkForm | None = None,
+    list_params: QueryDict | None = None,
 ) -> dict[str, Any]:
     user = request.user
     memories = {memory.key: memory for memory in memory_list(user=user)}
@@ -388,11 +509,11 @@ def _page_context(
             user=user, adding=True, prefix="style"
         )
     else:
-        context.update(_entries_context(request))
+        context.update(_entries_context(request, list_params, bulk_form=bulk_form))
         context["entry_form"] = entry_form or EntryForm(user=user)
         if editing is not None:
-            for *_, members in context["entry_groups"]:
-                for memory in members:
+            for group in context["entry_groups"]:
+                for memory in group.members:
                     if memory.pk == editing.pk:
                         memory.edit_form = editing.edit_form
     return context
@@ -786,6 +907,149 @@ def entry_delete(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return HttpResponseRedirect(f"{reverse('pages:context')}?tab=entries&undo={history.pk}")
 
 
+# ---------------------------------------------------------------- many entries at once
+
+
+@login_required
+@require_http_methods(["POST"])
+def entries_bulk(request: HtmxHttpRequest) -> HttpResponse:
+    """The entry list's bulk form: delete, re-tag, pin or unpin the selected entries
+    (memory/bulk.py, a history row and an event per entry, one batch to undo). The list
+    comes back as it was shown (filters and page, from the form's hidden copies) with what
+    happened above it; without htmx, the redirect to it does."""
+    params = _list_params(request.POST)
+    form = EntryBulkForm(request.POST)
+    result = None
+    if form.is_valid():
+        try:
+            result = _bulk_apply(request, form.cleaned_data)
+        except ServiceError as error:  # refused as a whole: nothing was written
+            add_service_error(form, error)
+    if result is None:
+        if request.htmx:
+            context = _entries_context(request, params, bulk_form=form)
+            return render_page(request, PAGE, context, partial="entry_list")
+        return _page(request, tab="entries", status=400, bulk_form=form, list_params=params)
+    note = _bulk_note(result)
+    if request.htmx:
+        box = BulkBox(note=note, error=not result.done and bool(result.refused), batch=result.batch)
+        response = render_page(
+            request, PAGE, _entries_context(request, params, bulk=box), partial="entry_list"
+        )
+        return _changed(response) if result.done else response
+    extra = {"batch": result.batch} if result.batch else {}
+    return done(request, note, _entries_url(params, **extra))
+
+
+def _bulk_apply(request: HtmxHttpRequest, cleaned: dict[str, Any]) -> BulkResult:
+    user, actor, ids = request.user, _actor(request), cleaned["selected"]
+    action = cleaned["action"]
+    if action == "delete":
+        return memory_bulk_delete(user=user, memory_ids=ids, actor=actor)
+    if action in ("pin", "unpin"):
+        return memory_bulk_pin(user=user, memory_ids=ids, actor=actor, pinned=action == "pin")
+    tags = cleaned["tag_list"]
+    if action == "tag_add":
+        return memory_bulk_tag(user=user, memory_ids=ids, actor=actor, add=tags)
+    return memory_bulk_tag(user=user, memory_ids=ids, actor=actor, remove=tags)
+
+
+# How a bulk action's rows are told: what was done to them, and what "unchanged" means.
+BULK_DONE = {
+    BulkAction.DELETE: "deleted",
+    BulkAction.DELETE_ALL: "deleted",
+    BulkAction.TAG: "re-tagged",
+    BulkAction.PIN: "pinned",
+    BulkAction.UNPIN: "unpinned",
+    BulkAction.UNDO: "put back",
+}
+BULK_UNCHANGED = {
+    BulkAction.TAG: "had those tags already",
+    BulkAction.PIN: "pinned already",
+    BulkAction.UNPIN: "not pinned",
+    BulkAction.UNDO: "back already",
+}
+
+
+def _bulk_note(result: BulkResult) -> str:
+    """ "12 deleted, 1 refused: 'fact:x' was changed since; it is left as it is." """
+    done_count, unchanged = len(result.done), len(result.unchanged)
+    refused = result.refused
+    parts = []
+    if done_count or not (unchanged or refused or result.missing):
+        parts.append(f"{done_count} {BULK_DONE[result.action]}")
+    if unchanged:
+        parts.append(f"{unchanged} {BULK_UNCHANGED.get(result.action, 'unchanged')}")
+    if result.missing:
+        parts.append(f"{result.missing} gone already")
+    if refused:
+        reasons = [
+            row.message if row.key in row.message else f"{row.key}: {row.message}"
+            for row in refused[:REFUSALS_SHOWN]
+        ]
+        if len(refused) > REFUSALS_SHOWN:
+            reasons.append(f"and {len(refused) - REFUSALS_SHOWN} more")
+        parts.append(f"{len(refused)} refused: {' '.join(reasons)}")
+    text = ", ".join(parts)
+    if result.action == BulkAction.DELETE_ALL:
+        text = f"Deleted all your memories: {text}"
+    text = text[0].upper() + text[1:]
+    return text if text.endswith(".") else f"{text}."
+
+
+@login_required
+@require_http_methods(["POST"])
+def batch_undo(request: HtmxHttpRequest, batch: uuid.UUID) -> HttpResponse:
+    """Undo a bulk action (memory_batch_undo): from the entry list (`then=entries`, the list
+    comes back as it was shown) or from Recently deleted (`then=trash`)."""
+    then = request.POST.get("then", "entries")
+    params = _list_params(request.POST)
+    try:
+        result = memory_batch_undo(user=request.user, batch=batch, actor=_actor(request))
+    except NotFound as error:
+        raise Http404(error.message) from error
+    except ServiceError as error:  # too old to undo as one
+        note, error_note, changed = error.message, True, False
+    else:
+        note, error_note, changed = _bulk_note(result), not result.done, bool(result.done)
+    if request.htmx:
+        box = BulkBox(note=note, error=error_note)
+        if then == "trash":
+            response = render_page(
+                request, DELETED_PAGE, _deleted_context(request, box), partial="trash"
+            )
+        else:
+            context = _entries_context(request, params, bulk=box)
+            response = render_page(request, PAGE, context, partial="entry_list")
+        return _changed(response) if changed else response
+    if error_note:
+        messages.error(request, note)
+    else:
+        messages.success(request, note)
+    if then == "trash":
+        return HttpResponseRedirect(reverse("pages:deleted_memories"))
+    return HttpResponseRedirect(_entries_url(params))
+
+
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def delete_all(request: HtmxHttpRequest) -> HttpResponse:
+    """Delete all my memories: profile, styles and entries (memory_delete_all), behind a
+    typed confirmation; one Undo brings them all back for MNEMO_UNDO_DAYS days."""
+    form = DeleteAllForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        result = memory_delete_all(user=request.user, actor=_actor(request))
+        extra = {"batch": result.batch} if result.batch else {}
+        return done(request, _bulk_note(result), _entries_url({}, **extra))
+    context = {
+        "form": form,
+        "counts": memory_counts(user=request.user),
+        "phrase": DELETE_ALL_PHRASE,
+        "days": settings.MNEMO_UNDO_DAYS,
+    }
+    return render_page(request, DELETE_ALL_PAGE, context, status=400 if form.errors else 200)
+
+
 # ---------------------------------------------------------------- history and undo
 
 
@@ -869,11 +1133,18 @@ def history_restore(request: HtmxHttpRequest, history_id: int) -> HttpResponse:
     return HttpResponseRedirect(reverse("pages:memory_history", args=[memory.pk]))
 
 
-@login_required
-@require_http_methods(["GET", "HEAD"])
-def deleted_memories(request: HtmxHttpRequest) -> TemplateResponse:
-    since = timezone.now() - timedelta(days=DELETED_DAYS)
+def _deleted_context(request: HtmxHttpRequest, bulk: BulkBox | None = None) -> dict[str, Any]:
+    """Recently deleted: the bulk deletions that can be undone as one, then each memory."""
+    days = settings.MNEMO_UNDO_DAYS
+    since = timezone.now() - timedelta(days=days)
     rows = deleted_memory_list(user=request.user, since=since)
     for row in rows:
         row.who = who(request, row)
-    return render_page(request, DELETED_PAGE, {"rows": rows, "days": DELETED_DAYS})
+    batches = deleted_batch_list(user=request.user, since=since)
+    return {"rows": rows, "batches": batches, "days": days, "bulk": bulk}
+
+
+@login_required
+@require_http_methods(["GET", "HEAD"])
+def deleted_memories(request: HtmxHttpRequest) -> TemplateResponse:
+    return render_page(request, DELETED_PAGE, _deleted_context(request))

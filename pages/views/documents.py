@@ -431,8 +431,8 @@ def _save(request: HtmxHttpRequest, scope: Scope, path: str) -> HttpResponse:
     content = form.cleaned_data["content"]
     base_version = form.cleaned_data["base_version"]
     if document is None and base_version is not None:
+        # The conflict notice says what happened and what Save does now: one message.
         gone = _unsaved(scope, path)
-        form.add_error("content", f"'{gone.path}' was deleted since you opened it.")
         return _edit_error(request, scope, gone, form, conflict="deleted")
     note = "No change."
     try:
@@ -445,8 +445,9 @@ def _save(request: HtmxHttpRequest, scope: Scope, path: str) -> HttpResponse:
                 base_version=base_version,
             )
             note = "Saved."
-    except Conflict as error:
-        form.add_error("content", error.message)
+    except Conflict:
+        # The service's message tells an API caller to reload and retry; the page keeps
+        # the text and says so in its conflict notice instead.
         document = _get_document_for_user(scope, path)
         return _edit_error(request, scope, document, form, conflict="changed")
     except ServiceError as error:

@@ -1,4 +1,5 @@
-// Unsaved edits on the Context page (templates/memory/context.html): nothing typed is lost.
+// Unsaved edits on the Context page (templates/pages/context.html) and the Documents page
+// (templates/pages/documents.html): nothing typed is lost.
 //
 // - A form marked `data-guard` has unsaved edits when a field differs from what the page
 //   was rendered with, or when it carries `data-unsaved` (the server sent it back after a
@@ -6,8 +7,10 @@
 //   clears both.
 // - Leaving the page with unsaved edits asks first (`beforeunload`), except for the page
 //   load that is the guarded form's own save (a plain submit without htmx).
-// - An htmx request from an element marked `data-confirm-unsaved` (the tab links) asks
-//   first when the region it replaces holds unsaved edits; cancelling keeps you where you are.
+// - An htmx request from an element marked `data-confirm-unsaved` (the tab links, the document
+//   tree and breadcrumbs, an editor's Cancel, which Escape also activates: static/js/keyboard.js)
+//   asks first when the region it replaces holds unsaved edits; cancelling keeps you where you
+//   are, with the text.
 // - An htmx request that refreshes a region (the entry list, the styles panel) sends, in the
 //   `Mnemo-Keep` header, the ids of the elements inside it that hold typing: those marked
 //   `data-keep="open"` (an open entry editor) always, `data-keep="dirty"` (a style row) when

@@ -37,7 +37,7 @@ def test_profile_is_one_form_saving_every_field_with_the_preview_following(
     signed_in_page, alice, same_document
 ):
     page = signed_in_page(alice)
-    expect(page.get_by_role("link", name="Profile")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("link", name="Profile")).to_have_attribute("aria-current", "page")
     expect(preview(page)).to_have_text("")
     save = page.get_by_role("button", name="Save profile")
     status = page.locator("#profile-form").get_by_role("status")
@@ -141,7 +141,7 @@ def test_switching_tabs_with_unsaved_typing_asks_first(
         assert asked == [("confirm", QUESTION)]
         # Cancelled: no request, still on Profile with the text.
         htmx_settled(page)
-        expect(page.get_by_role("link", name="Profile")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_role("link", name="Profile")).to_have_attribute("aria-current", "page")
         expect(profile_field(page, "Name")).to_have_value("Kevin")
         expect(page).not_to_have_url(re.compile(r"tab=entries"))
 

@@ -119,10 +119,10 @@ def test_every_page_runs_under_the_content_security_policy(
     # The Context page's tabs swap in with htmx, and its search answers as you type.
     visit(page, "/")
     page.get_by_role("link", name="Entries").click()
-    expect(page.get_by_role("link", name="Entries")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("link", name="Entries")).to_have_attribute("aria-current", "page")
     expect(page.locator("#entry-list")).to_contain_text("fact:tea")
     page.get_by_role("link", name="Styles").click()
-    expect(page.get_by_role("link", name="Styles")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("link", name="Styles")).to_have_attribute("aria-current", "page")
     htmx_settled(page)
 
     # Swagger UI has its own, relaxed style policy; scripts stay 'self' only.

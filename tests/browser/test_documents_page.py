@@ -34,7 +34,7 @@ def body_of(user, path):
 def open_documents_tab(page: Page) -> None:
     page.get_by_role("link", name="Documents", exact=True).click()
     expect(page.get_by_role("link", name="Documents", exact=True)).to_have_attribute(
-        "aria-selected", "true"
+        "aria-current", "page"
     )
 
 

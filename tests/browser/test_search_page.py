@@ -44,7 +44,7 @@ def test_typing_shows_results_in_place_and_a_result_opens_its_document(
     signed_in_page, parcel, same_document, htmx_settled
 ):
     page = signed_in_page(parcel)
-    expect(page.get_by_role("link", name="Profile")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("link", name="Profile")).to_have_attribute("aria-current", "page")
     box = page.get_by_label(BOX)
 
     with same_document(page):

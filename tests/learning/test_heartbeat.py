@@ -226,7 +226,10 @@ def test_a_failing_webhook_is_tried_a_bounded_number_of_times_and_shown_on_setti
     client.force_login(alice)
     html = client.get("/settings/").content.decode()
     assert '<table class="list" id="heartbeat-webhook-failures">' in html
-    assert "<td>3</td>\n        <td>the receiver answered 502</td>" in html
+    assert (
+        '<td data-label="Tries">3</td>\n        '
+        '<td data-label="Last error">the receiver answered 502</td>'
+    ) in html
 
 
 def test_a_refusing_webhook_is_not_tried_again(alice, llm_server, webhook, waits):

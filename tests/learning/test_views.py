@@ -265,11 +265,11 @@ def test_llm_panel_shows_today_and_this_month(client, alice, bob, settings, fixe
     assert "<strong>4,500 of 200,000 tokens</strong> of your daily budget used (2%)" in html
     assert '<meter min="0" max="200000" value="4500"' in html
     today_row = re.search(r'<tr id="llm-usage-today">(.*?)</tr>', html, re.S).group(1)
-    cells = re.findall(r"<td>(.*?)</td>", today_row)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", today_row)
     assert cells == ["2", "4,000", "500", "600 ms"]
     assert "since Mar 15, 00:00" in today_row
     month_row = re.search(r'<tr id="llm-usage-month">(.*?)</tr>', html, re.S).group(1)
-    assert re.findall(r"<td>(.*?)</td>", month_row) == ["3", "9,000", "1,000", "433 ms"]
+    assert re.findall(r"<td[^>]*>(.*?)</td>", month_row) == ["3", "9,000", "1,000", "433 ms"]
     assert "since Mar 1" in month_row
     assert "Today's budget is spent" not in html
     assert "No LLM is configured" not in html
@@ -291,7 +291,7 @@ def test_llm_panel_without_calls(client, alice, settings):
     client.force_login(alice)
     html = client.get("/settings/").content.decode()
     today_row = re.search(r'<tr id="llm-usage-today">(.*?)</tr>', html, re.S).group(1)
-    assert re.findall(r"<td>(.*?)</td>", today_row) == [
+    assert re.findall(r"<td[^>]*>(.*?)</td>", today_row) == [
         "0",
         "0",
         "0",
@@ -554,7 +554,7 @@ def test_turn_page_tells_the_whole_story(client, alice, alice_agent, processed_t
     assert "2 calls, <strong>1,152 tokens</strong> (1,000 prompt, 152 completion)." in html
     first, second = processed_turn.calls
     call_row = re.search(rf'<tr id="call-{first.pk}">(.*?)</tr>', html, re.S).group(1)
-    assert re.findall(r"<td>(.*?)</td>", call_row) == [
+    assert re.findall(r"<td[^>]*>(.*?)</td>", call_row) == [
         "consolidation",
         "<code>gpt-4o-mini</code>",
         "700",
@@ -717,8 +717,8 @@ def test_turn_list_with_one_line_outcomes(client, alice, alice_agent, processed_
     assert f'<a href="/turns/{processed_turn.turn.pk}/">Turn {processed_turn.turn.pk}</a>' in row
     assert '<span class="badge agent">assistant</span>' in row
     assert (
-        '<td class="what">Profile rewritten · 1 observation captured, 1 duplicate, 1 proposal'
-        " · 1,152 LLM tokens</td>"
+        '<td class="what" data-label="What came of it">Profile rewritten · 1 observation captured,'
+        " 1 duplicate, 1 proposal · 1,152 LLM tokens</td>"
     ) in row
     assert "Not learned from: Learning from turns is off." in html
     assert "Waiting to be processed</td>" in html
@@ -866,7 +866,9 @@ def test_activity_shows_the_loops_events_with_links(client, alice, alice_agent):
         "the rewrite has no ## Identity &lt;section&gt;</a>"
     ) in html
     assert f"{link}Capture failed for turn {on.pk} (attempt 1): not JSON</a>" in html
-    assert '<td class="what">Daily LLM budget reached: 200,000 of 200,000 tokens </td>' in html
+    assert (
+        '<a href="/settings/#llm-panel">Daily LLM budget reached: 200,000 of 200,000 tokens</a>'
+    ) in html
     for label in (
         "Turn reported",
         "Turn processed",
@@ -875,7 +877,7 @@ def test_activity_shows_the_loops_events_with_links(client, alice, alice_agent):
         "Capture failed",
         "Daily LLM budget reached",
     ):
-        assert f"<td>{label}</td>" in html
+        assert f'<td data-label="Event">{label}</td>' in html
 
 
 def test_activity_processed_turn_variants(client, alice):

@@ -220,7 +220,7 @@ def test_accept_with_htmx_swaps_the_row_and_signals_the_count(
     assert html.strip().startswith(f'<li id="proposal-{proposal.pk}" class="entry proposal">')
     applied = MemoryProposal.objects.get(pk=proposal.pk).applied
     assert (
-        '<p class="saved" role="status">Accepted — now in your memory. '
+        '<p class="saved" role="status" data-focus>Accepted — now in your memory. '
         f'<a href="/history/{applied.pk}/">See the change</a></p>'
     ) in html
     assert 'name="ids"' not in html  # decided: no more actions
@@ -272,7 +272,7 @@ def test_edited_text_the_memory_cannot_take_keeps_the_text(as_alice, alice, alic
         html = text(response)
         assert '<p class="error" role="alert">' in html
         assert f'aria-invalid="true">{too_long}</textarea>' in html
-        assert '<details class="edit" open>' in html
+        assert '<details class="edit" open data-cancel>' in html
     assert htmx.status_code == 200
     assert plain.status_code == 400
     assert "<html" in text(plain)
@@ -409,7 +409,7 @@ def test_bulk_reject_with_htmx_shows_each_outcome(as_alice, alice, alice_token, 
     assert response["HX-Trigger"] == "inbox-changed"
     assert html.strip().startswith('<section id="inbox-list"')
     assert (
-        '<p class="error" role="alert">Rejected 1 proposal. '
+        '<p class="error" role="alert" data-focus>Rejected 1 proposal. '
         f"Skipped 1: Proposal {second.pk} was accepted already.</p>"
     ) in html
     assert row_ids(html) == [third.pk, second.pk, first.pk]

@@ -51,9 +51,16 @@ def test_full_page_lists_events_newest_first(client, alice, alice_history):
     assert "3 events." in html
     deleted, _, written_by_alice = alice_history
     assert f'<tr id="event-{deleted.pk}">' in html
-    assert "<td>Memory deleted</td>" in html
-    assert "Deleted <code>fact:tea</code>" in html
-    assert "Created <code>fact:coffee</code>" in html
+    assert '<td data-label="Event">Memory deleted</td>' in html
+    # Each row links to the memory's history; a memory deleted since says where it went.
+    deleted_history = f"/history/{deleted.payload['history_id']}/"
+    assert (
+        f'Deleted <a href="{deleted_history}"><code>fact:tea</code></a> <span class="target-state">'
+        '— deleted: <a href="/deleted/">restore from Recently deleted</a></span>'
+    ) in html
+    coffee = alice_history[1]
+    coffee_history = f"/history/{coffee.payload['history_id']}/"
+    assert f'Created <a href="{coffee_history}"><code>fact:coffee</code></a>' in html
     assert '<span class="badge agent">assistant</span>' in html
     assert '<span class="badge user">you</span>' in html
     assert f'datetime="{written_by_alice.created_at.isoformat()}"' in html
@@ -190,9 +197,8 @@ def test_post_is_not_allowed(client, alice):
 
 def _what(html, event):
     """The What cell of an event's row."""
-    return (
-        html.split(f'<tr id="event-{event.pk}">')[1].split('<td class="what">')[1].split("</td>")[0]
-    )
+    row = html.split(f'<tr id="event-{event.pk}">')[1]
+    return re.search(r'<td class="what"[^>]*>(.*?)</td>', row, re.S).group(1)
 
 
 def test_proposals_are_described_readably(client, alice, alice_agent):
@@ -223,22 +229,27 @@ def test_proposals_are_described_readably(client, alice, alice_agent):
     html = client.get("/activity/").content.decode()
 
     waits = "waits for your review: it changes what you said"
+    by = '<span class="muted">(proposed by agent assistant)</span>'
+    # Each links to its proposal in the inbox, among the recently decided ones once decided.
+    tea, pen, cat = (f"/context/inbox/#decided-{proposals[key].pk}" for key in proposals)
     assert _what(html, events["proposal_created", "fact:tea"]) == (
-        f'Proposed a change to <code>fact:tea</code> <span class="muted">({waits})</span>'
+        f'Proposed a change to <a href="{tea}"><code>fact:tea</code></a> '
+        f'<span class="muted">({waits})</span>'
     )
     assert _what(html, events["proposal_created", "fact:cat"]) == (
-        f'Proposed deleting <code>fact:cat</code> <span class="muted">({waits})</span>'
+        f'Proposed deleting <a href="{cat}"><code>fact:cat</code></a> '
+        f'<span class="muted">({waits})</span>'
     )
     assert _what(html, events["proposal_accepted", "fact:tea"]) == (
-        'Accepted <code>fact:tea</code> <span class="muted">(proposed by agent assistant)</span>'
+        f'Accepted <a href="{tea}"><code>fact:tea</code></a> {by}'
     )
     assert _what(html, events["proposal_rejected", "fact:pen"]) == (
-        'Rejected <code>fact:pen</code> <span class="muted">(proposed by agent assistant)</span>'
+        f'Rejected <a href="{pen}"><code>fact:pen</code></a> {by}'
     )
     assert _what(html, events["proposal_expired", "fact:cat"]) == (
-        'Expired <code>fact:cat</code> <span class="muted">(proposed by agent assistant)</span>'
+        f'Expired <a href="{cat}"><code>fact:cat</code></a> {by}'
     )
-    assert "<td>Proposal accepted</td>" in html
+    assert '<td data-label="Event">Proposal accepted</td>' in html
 
 
 def test_a_rename_is_described_with_both_keys(client, alice):
@@ -250,7 +261,10 @@ def test_a_rename_is_described_with_both_keys(client, alice):
 
     html = client.get("/activity/").content.decode()
 
-    assert _what(html, event) == "Renamed fact:oat-milk to <code>preference:oat-milk</code>"
+    assert _what(html, event) == (
+        f'Renamed fact:oat-milk to <a href="/history/{event.payload["history_id"]}/">'
+        "<code>preference:oat-milk</code></a>"
+    )
 
 
 def test_workspace_events_read_as_sentences(client, alice, alice_agent):

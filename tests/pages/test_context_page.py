@@ -87,7 +87,8 @@ def test_each_tab_renders_full_and_partial(as_alice, alice):
         assert page.status_code == 200
         assert "<html" in text(page)
         assert fragment in text(page)
-        assert f'aria-selected="true" aria-current="page">{tab.title()}</a>' in text(page)
+        assert f'data-confirm-unsaved aria-current="page">{tab.title()}</a>' in text(page)
+        assert "aria-selected" not in text(page)  # links to URLs: a nav with aria-current
         assert "Working memory" in text(page)
         partial = as_alice.get(f"/?tab={tab}", headers=hx("context-tabs"))
         assert partial.status_code == 200
@@ -101,7 +102,7 @@ def test_each_tab_renders_full_and_partial(as_alice, alice):
 
 def test_unknown_tab_falls_back_to_profile(as_alice):
     body = text(as_alice.get("/?tab=nope"))
-    assert 'aria-selected="true" aria-current="page">Profile</a>' in body
+    assert 'data-confirm-unsaved aria-current="page">Profile</a>' in body
 
 
 def test_paused_banner_links_to_agents(as_alice, alice):
@@ -616,10 +617,10 @@ def test_delete_and_undo_htmx(as_alice, alice):
     assert response.status_code == 200
     assert response["HX-Trigger"] == "memory-changed"
     body = text(response)
-    assert body.lstrip().startswith(f'<li id="memory-{memory.pk}" class="entry deleted">')
+    assert body.lstrip().startswith(f'<li id="memory-{memory.pk}" class="entry deleted"')
     history = MemoryHistory.objects.get(user=alice, key="fact:tea", action="delete")
     assert f'hx-post="/history/{history.pk}/restore/"' in body
-    assert ">Undo</button>" in body
+    assert '>Undo<span class="sr-only"> deleting “Drinks tea”</span></button>' in body
     assert value_of(alice, "fact:tea") is None
 
     response = as_alice.post(f"/history/{history.pk}/restore/", {"then": "row"}, headers=HX)

@@ -96,17 +96,18 @@ def test_every_page_needs_sign_in(client, alice):
 
 def test_context_page_has_a_documents_tab_that_links_here(as_alice):
     body = text(as_alice.get("/?tab=entries"))
-    assert '<a href="/documents/" aria-selected="false">Documents</a>' in body
-    assert 'aria-selected="true" aria-current="page">Entries</a>' in body
+    assert '<a id="tab-documents" href="/documents/">Documents</a>' in body
+    assert 'data-confirm-unsaved aria-current="page">Entries</a>' in body
 
 
 def test_documents_page_shows_the_same_tabs_with_documents_selected(as_alice):
     response = as_alice.get("/documents/")
     body = text(response)
     assert response.status_code == 200
-    assert 'aria-selected="true" aria-current="page">Documents</a>' in body
+    assert '<a id="tab-documents" href="/documents/" aria-current="page">Documents</a>' in body
     for tab in ("profile", "styles", "entries"):
-        assert f'<a href="/?tab={tab}" aria-selected="false">{tab.title()}</a>' in body
+        assert f'<a id="tab-{tab}" href="/?tab={tab}">{tab.title()}</a>' in body
+    assert "aria-selected" not in body
     assert '<a href="/" aria-current="page">Context</a>' in body
 
 
@@ -275,8 +276,7 @@ def test_create_with_htmx_swaps_the_panel_and_the_tree(as_alice, alice):
     assert '<span class="saved" role="status">Created MEMORY.md.</span>' in body
     assert "Remember <strong>this</strong>" in body
     assert (
-        '<nav id="doc-tree" class="card doc-tree" aria-label="Documents" hx-swap-oob="true">'
-        in body
+        '<nav id="doc-tree" class="card doc-tree" aria-label="Documents" hx-swap-oob="true"' in body
     )
     assert 'href="/documents/mine/file/MEMORY.md"' in body
     assert "<html" not in body
@@ -425,7 +425,8 @@ def test_conflict_keeps_the_users_text_and_writes_nothing(as_alice, alice, alice
         )
         body = text(response)
         assert response.status_code == status
-        assert f"&#x27;{NOTES}&#x27; changed since you opened it" in body
+        assert f"Not saved: <code>{NOTES}</code> changed since you opened it." in body
+        assert "Reload it and apply your edit again" not in body  # one message, not two
         assert "Your text is still in the box above, so nothing is lost." in body
         assert ">\nmy careful edit</textarea>" in body
         assert "<p>the agent's v2</p>" in body  # the newer version, shown beside it
@@ -448,7 +449,7 @@ def test_a_document_deleted_while_editing_keeps_the_text_and_can_come_back(as_al
         f"/documents/mine/edit/{NOTES}", {"content": "mine", "base_version": opened}, headers=HX
     )
     body = text(response)
-    assert "was deleted since you opened it" in body
+    assert f"Not saved: <code>{NOTES}</code> was deleted since you opened it." in body
     assert ">\nmine</textarea>" in body
     assert 'name="base_version" value=""' in body
     assert body_of(alice, NOTES) is None

@@ -73,6 +73,10 @@ def twins(alice, bob):
 # ---------------------------------------------------------------- access and shapes
 
 
+# A row of Settings' search table (templates/pages/settings.html), up to its latency.
+SEARCH_ROW = '<tr><td data-label="From">{}</td><td data-label="Searches">{}</td>'
+
+
 def test_login_required(client, alice):
     response = client.get("/search/?q=tea")
     assert response.status_code == 302
@@ -314,8 +318,9 @@ def test_the_settings_page_shows_search_stats(as_alice, alice, bob):
     body = text(as_alice.get("/settings/"))
 
     assert "<p><strong>Searches: 4</strong>, average latency <strong>5.0 ms</strong></p>" in body
-    assert "<tr><td>You: the search box</td><td>3</td><td>5.0 ms</td></tr>" in body
-    assert "<tr><td>Agents: search_memory (memories)</td><td>1</td><td>5.0 ms</td></tr>" in body
+    latency = '<td data-label="Average latency">5.0 ms</td></tr>'
+    assert f"{SEARCH_ROW.format('You: the search box', 3)}{latency}" in body
+    assert f"{SEARCH_ROW.format('Agents: search_memory (memories)', 1)}{latency}" in body
     assert "memory_search (documents)</td>" not in body
 
 
@@ -332,8 +337,8 @@ def test_stats_count_real_searches(as_alice, alice, alice_agent, twins):
     body = text(as_alice.get("/settings/"))
 
     assert "<strong>Searches: 2</strong>" in body
-    assert "<tr><td>You: the search box</td><td>1</td>" in body
-    assert "<tr><td>Agents: search_memory (memories)</td><td>1</td>" in body
+    assert SEARCH_ROW.format("You: the search box", 1) in body
+    assert SEARCH_ROW.format("Agents: search_memory (memories)", 1) in body
 
 
 def test_below_the_floor_no_matches_and_the_closest_only_on_request(as_alice, alice):

@@ -183,7 +183,11 @@ def test_replace_deletes_first_then_imports(alices_account, alice):
     assert job.status == ImportStatus.DONE
     assert list(Memory.objects.filter(user=alice).values_list("key", flat=True)) == ["fact:only"]
     assert not Document.objects.filter(user=alice).exists()
-    assert not WorkItem.objects.filter(user=alice).exists()
+    assert not WorkItem.objects.live().filter(user=alice).exists()
+    # The work item waits in Recently deleted, restorable as it was.
+    assert list(WorkItem.objects.deleted().filter(user=alice).values_list("title", flat=True)) == [
+        "Weekly report"
+    ]
     # Deleted through the write path: the history keeps what was there.
     assert MemoryHistory.objects.filter(user=alice, key="name", action="delete").count() == 1
     deleted = ActivityEvent.objects.filter(user=alice, event_type="work_deleted")

@@ -62,7 +62,7 @@ def test_page_lists_agents_and_tokens(client, alice, alice_agent, issued):
     assert f"{heading} assistant</h2>" in html
     assert f'<tr id="token-{issued.token.pk}" class="active">' in html
     assert f"<code>{issued.token.prefix}…</code>" in html
-    assert "<td>laptop</td>" in html
+    assert '<td data-label="Label">laptop</td>' in html
     assert '<span class="muted">never</span>' in html
     assert '<span class="badge user">active</span>' in html
     assert f'<tr id="token-{revoked.pk}" class="revoked">' in html

@@ -58,8 +58,8 @@ def test_list_full_page(client, alice, alice_work):
     assert rows(response) == [draft.pk, report.pk]
     assert "2 items." in html
     assert f'<a href="/work/{report.pk}/">Weekly report</a>' in html
-    assert "<td>Report</td>" in html
-    assert "<td>Draft</td>" in html
+    assert '<td data-label="Kind">Report</td>' in html
+    assert '<td data-label="Kind">Draft</td>' in html
     assert '<span class="status status-in_progress">In progress</span>' in html
     assert '<span class="status status-done">Done</span>' in html
     assert '<span class="badge agent">assistant</span>' in html
