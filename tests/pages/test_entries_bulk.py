@@ -208,7 +208,10 @@ def test_bulk_pin_with_htmx_answers_with_the_list_as_it_was_shown(as_alice, alic
     assert response.status_code == 200
     assert response["HX-Trigger"] == "memory-changed"
     assert body.lstrip().startswith('<div id="entry-list"')
-    assert '<div id="bulk-result" data-focus tabindex="-1" class="card notice bulk-result" role="status">' in body
+    assert (
+        '<div id="bulk-result" data-focus tabindex="-1" class="card notice bulk-result" '
+        'role="status">'
+    ) in body
     assert "<p>1 pinned, 1 pinned already.</p>" in body
     batch = MemoryHistory.objects.get(user=alice, key="fact:tea", action="update").batch
     assert f'hx-post="/memories/batches/{batch}/undo/"' in body
