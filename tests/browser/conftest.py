@@ -135,6 +135,9 @@ def signed_in_page(new_page: Callable[..., Page]) -> Callable[..., Page]:
         page.get_by_label("Password").fill(PASSWORD)
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+        # The button shows before the page's scripts have run: a click on an htmx link
+        # before htmx has processed the page would navigate instead of swapping.
+        page.wait_for_load_state("load")
         return page
 
     return sign_in
