@@ -24,3 +24,6 @@ accesslog = "-"
 # gunicorn 27's control socket lives in $HOME by default, shared by every gunicorn of the
 # user; several Mnemo stacks (and the tests) would fight over it. Nothing here uses it.
 control_socket_disable = True
+# gunicorn trusts no peer's X-Forwarded-Proto (its default trusts loopback's): Django alone
+# decides, from MNEMO_TRUSTED_PROXIES only (lib/forwarded.py).
+forwarded_allow_ips = ""

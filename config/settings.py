@@ -106,6 +106,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: forwarded headers count only from a trusted proxy (the Accounts block below).
+    "lib.forwarded.ForwardedHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # After WhiteNoise, so static files keep their caching (the block near the end).
@@ -472,28 +474,75 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Accounts: sign-in throttling, password change and reset -------------------------------
-# django-axes counts failed sign-ins (the pages' /login/ and the admin's) per username and per
-# client address; once either reaches the limit within the lockout window, sign-in is refused
-# with a 429 page (profiles/accounts.py) until the window has passed. A successful sign-in
-# clears that account's failures. Unlock someone: `manage.py axes_reset_username <name>`, or
-# delete their access attempts in the admin.
+# django-axes counts failed sign-ins (the pages' /login/ and the admin's); profiles/accounts.py
+# (SignInThrottle) holds two locks, each refusing even the right password with a 429 page
+# until the failures behind it are MNEMO_LOGIN_LOCKOUT_MINUTES old:
+# - per address: MNEMO_LOGIN_FAILURE_LIMIT failures from one client address, at one account
+#   or several, lock that address. An owner signing in from another address is not held.
+# - per account, for guessing spread over many addresses: MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT
+#   failures at one account from anywhere lock it, except from the addresses it signed in
+#   from in the last 90 days. Whatever the number of addresses, that bounds the guesses at an
+#   account (25 per 15 minutes by default), and it needs at least five addresses to reach,
+#   yet keeps no owner out of the networks they use; from a new network they wait, or reset
+#   the password by email. No CAPTCHA: Mnemo loads nothing from other sites.
+# A successful sign-in clears that account's failures from that address. Unlock someone:
+# `manage.py axes_reset_username <name>` or `axes_reset_ip <address>`, or delete their access
+# attempts in the admin.
 MNEMO_LOGIN_FAILURE_LIMIT = env_int("MNEMO_LOGIN_FAILURE_LIMIT", default=5, minimum=1)
 MNEMO_LOGIN_LOCKOUT_MINUTES = env_int("MNEMO_LOGIN_LOCKOUT_MINUTES", default=15, minimum=1)
-# A TLS proxy in front sets X-Forwarded-For/X-Forwarded-Proto.
+# Above the address limit, else one address could lock an account everywhere again.
+MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT = env_int(
+    "MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT",
+    default=5 * MNEMO_LOGIN_FAILURE_LIMIT,
+    minimum=MNEMO_LOGIN_FAILURE_LIMIT + 1,
+)
+# A TLS proxy in front (README, "Running behind TLS") says who the client is, and whether it
+# used HTTPS and which host it asked for, in X-Forwarded-For/-Proto/-Host. Those headers
+# count only on a connection from MNEMO_TRUSTED_PROXIES: addresses or networks
+# (comma-separated), by default loopback only, i.e. a proxy on the same host as `make run`;
+# a proxy elsewhere (another container, a load balancer) must be listed. From any other
+# peer lib/forwarded.py removes them before anything reads them. The client's address is
+# then the right-most X-Forwarded-For entry that is not itself a trusted proxy.
 MNEMO_BEHIND_PROXY = env_bool("MNEMO_BEHIND_PROXY", default=False)
+
+
+def _trusted_proxies() -> list[str]:
+    import ipaddress
+
+    raw = env.str("MNEMO_TRUSTED_PROXIES", default="").strip()
+    if not MNEMO_BEHIND_PROXY:
+        if raw:
+            raise environ.ImproperlyConfigured(
+                "MNEMO_TRUSTED_PROXIES is set but MNEMO_BEHIND_PROXY is not true; "
+                "set MNEMO_BEHIND_PROXY=true to trust those proxies."
+            )
+        return []
+    networks = []
+    for entry in filter(None, (part.strip() for part in raw.split(","))):
+        try:
+            networks.append(str(ipaddress.ip_network(entry)))
+        except ValueError as error:
+            raise environ.ImproperlyConfigured(f"MNEMO_TRUSTED_PROXIES: {error}.") from None
+    return networks or ["127.0.0.0/8", "::1/128"]
+
+
+MNEMO_TRUSTED_PROXIES = _trusted_proxies()
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out sign-in
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = MNEMO_LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=MNEMO_LOGIN_LOCKOUT_MINUTES)
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each alone can lock
+# axes' own count is the address lock; the address's failures at an account are among them.
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
 # A try while locked out is refused unchecked and not counted, so the lock ends when announced.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_HANDLER = "profiles.accounts.SignInThrottle"  # clears only the account's failures
+AXES_HANDLER = "profiles.accounts.SignInThrottle"  # the account lock; what a sign-in clears
 AXES_LOCKOUT_CALLABLE = "profiles.accounts.locked_out"
-# REMOTE_ADDR, or behind the proxy the X-Forwarded-For entry it appended (the right-most).
-# A callable, because axes' AXES_IPWARE_* settings need django-ipware, which is not installed.
+# The sign-in log (AccessLog) names the addresses an account is known at: keep it.
+AXES_DISABLE_ACCESS_LOG = False
+# REMOTE_ADDR, which lib/forwarded.py sets from a trusted proxy's X-Forwarded-For (an IPv6
+# address as its /64). A callable, because axes' AXES_IPWARE_* settings need django-ipware.
 AXES_CLIENT_IP_CALLABLE = "profiles.accounts.client_address"
 AXES_VERBOSE = False  # no banner on every process start (it went to manage.py's output)
 
@@ -553,12 +602,13 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="webmaster@localhost"
 # Behind a TLS-terminating proxy (MNEMO_BEHIND_PROXY, read in the accounts block above) a
 # request is HTTPS when the proxy's X-Forwarded-Proto says so, and its host name is the
 # proxy's X-Forwarded-Host (still checked against ALLOWED_HOSTS). The proxy must set both
-# headers itself, replacing whatever the client sent.
+# headers itself, replacing whatever the client sent; from a peer not in
+# MNEMO_TRUSTED_PROXIES they are removed first (lib/forwarded.py).
 if MNEMO_BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     USE_X_FORWARDED_HOST = True
-# Redirect plain HTTP to HTTPS. Behind a proxy this needs MNEMO_BEHIND_PROXY, or every
-# request looks like plain HTTP and redirects forever.
+# Redirect plain HTTP to HTTPS. Behind a proxy this needs MNEMO_BEHIND_PROXY (and the proxy
+# in MNEMO_TRUSTED_PROXIES), or every request looks like plain HTTP and redirects forever.
 SECURE_SSL_REDIRECT = env_bool("MNEMO_SSL_REDIRECT", default=False)
 # HSTS: browsers use only HTTPS for this host for that many seconds. 0 (the default) is off;
 # turn it on once HTTPS works, e.g. 31536000 (a year). It covers subdomains unless

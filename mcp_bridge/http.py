@@ -26,6 +26,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 
 from lib.asgi import Receive, Scope, Send, wsgi_environ
+from lib.forwarded import honour_forwarded_headers
 from lib.http_errors import error_body
 from lib.tool_manifest import tool_manifest
 from mcp_bridge.server import DjangoBridge, build_server
@@ -95,7 +96,11 @@ def door_refusal(scope: Scope) -> Refusal | None:
     or None. Runs on a Django thread: the token is looked up in the database."""
     close_old_connections()  # as Django does around each request (CONN_MAX_AGE)
     try:
-        request = WSGIRequest(wsgi_environ(scope, b""))
+        environ = wsgi_environ(scope, b"")
+        # Django's middleware has not run: the Host must not come from an untrusted peer's
+        # X-Forwarded-Host (USE_X_FORWARDED_HOST behind a proxy).
+        honour_forwarded_headers(environ)
+        request = WSGIRequest(environ)
         try:
             request.get_host()
         except DisallowedHost:

@@ -1,10 +1,11 @@
 """Accounts: sign-in throttling, password change, and password reset by email.
 
 Sign-in is throttled by django-axes (settings: the "Accounts" block). This module gives axes
-the client address, the page a locked-out person sees, and a handler that clears only the
-signed-in account's failures. The password views are Django's own, with Mnemo's templates;
-the reset request refuses to pretend when no email backend is set up, and is rate-limited
-in the cache per client address and per email address.
+the client address, a handler with two locks (per address; per account, except at addresses
+the account is known at) that clears only the signed-in account's failures from that
+address, and the page a locked-out person sees. The password views are Django's own, with
+Mnemo's templates; the reset request refuses to pretend when no email backend is set up,
+and is rate-limited in the cache per client address and per email address.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from axes.handlers.database import AxesDatabaseHandler
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_client_username, get_cool_off, get_failure_limit
-from axes.models import AccessAttempt
+from axes.models import AccessAttempt, AccessLog
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.messages.views import SuccessMessageMixin
@@ -30,40 +31,36 @@ from django.shortcuts import render
 from django.urls import reverse_lazy
 from django.utils import timezone
 
+from lib.forwarded import parse_address
+
 NO_EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"
 
 
 # Sign-in throttling (django-axes) ----------------------------------------------------------
 
-
-def _ip_or_none(value: str) -> str | None:
-    try:
-        return str(ipaddress.ip_address(value.strip()))
-    except ValueError:
-        return None
+# An address an account signed in from this recently is "known" to it: the account lock
+# (below) does not hold it. axes' sign-in log (AccessLog) has a row for every sign-in.
+KNOWN_ADDRESS_DAYS = 90
 
 
 def client_address(request: HttpRequest) -> str | None:
-    """The address failed sign-ins are counted under (AXES_CLIENT_IP_CALLABLE).
+    """The address failed sign-ins are counted under (AXES_CLIENT_IP_CALLABLE), also the
+    reset requests' and the sign-in log's.
 
-    REMOTE_ADDR; behind a proxy (MNEMO_BEHIND_PROXY), the right-most X-Forwarded-For entry,
-    the one the proxy appended: a client can write anything to the left of it.
+    REMOTE_ADDR, which lib/forwarded.py has set to the client's address when a trusted proxy
+    forwarded the request. An IPv6 address counts as its /64 network: one host usually holds a
+    whole /64 and could otherwise try from a fresh address each time.
     """
-    if settings.MNEMO_BEHIND_PROXY:
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").rsplit(",", 1)[-1]
-        if address := _ip_or_none(forwarded):
-            return address
-    return _ip_or_none(request.META.get("REMOTE_ADDR", ""))
+    address = parse_address(request.META.get("REMOTE_ADDR", ""))
+    if address is None:
+        return None
+    if isinstance(address, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((address, 64), strict=False).network_address)
+    return str(address)
 
 
-class SignInThrottle(AxesDatabaseHandler):
-    """axes' database handler (AXES_HANDLER), but a successful sign-in clears only that
-    account's failures. axes' own AXES_RESET_ON_SUCCESS clears the address's failures too,
-    so anyone with an account could sign in between guesses at someone else's password."""
-
-    def user_logged_in(self, sender: Any, request: HttpRequest, user: Any, **kwargs: Any) -> None:
-        super().user_logged_in(sender, request, user, **kwargs)
-        self.reset_attempts(username=user.get_username())
+def _failure_window(request: HttpRequest | None = None) -> timedelta:
+    return get_cool_off(request) or timedelta(minutes=settings.MNEMO_LOGIN_LOCKOUT_MINUTES)
 
 
 def _lock_ends(
@@ -82,6 +79,70 @@ def _lock_ends(
     return None
 
 
+def account_lock_ends(
+    username: str | None, address: str | None, *, window: timedelta
+) -> datetime | None:
+    """When the account lock on `username` lifts for `address`, or None if it does not hold.
+
+    The lock bounds guessing spread over many addresses, each staying under the address
+    limit: MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT failures at one account within the window, from
+    anywhere, lock it, but only for addresses it has not signed in from in the last
+    KNOWN_ADDRESS_DAYS. So whatever number of addresses an attacker has, they get that many
+    guesses at an account per window; and they cannot keep its owner out of the networks
+    the owner uses (home, office), only out of new ones, and only while the attack lasts.
+    """
+    if not username:
+        return None
+    ends = _lock_ends(
+        AccessAttempt.objects.filter(username=username),
+        limit=settings.MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT,
+        window=window,
+    )
+    if ends is None or not address:
+        return ends
+    known_since = timezone.now() - timedelta(days=KNOWN_ADDRESS_DAYS)
+    known = AccessLog.objects.filter(
+        username=username, ip_address=address, attempt_time__gte=known_since
+    ).exists()
+    return None if known else ends
+
+
+class SignInThrottle(AxesDatabaseHandler):
+    """axes' database handler (AXES_HANDLER) with two locks instead of axes' one count.
+
+    - The address lock is axes' own (AXES_LOCKOUT_PARAMETERS = ["ip_address"]): an address
+      with MNEMO_LOGIN_FAILURE_LIMIT failures, at one account or spread over many, is locked
+      for every account. It stops one address guessing, and the owner elsewhere is not held.
+    - The account lock (account_lock_ends) is added here, for guessing spread over many
+      addresses, with a much higher limit and not for addresses the account is known at.
+
+    A successful sign-in clears the failures at that account from that address only. axes'
+    own AXES_RESET_ON_SUCCESS clears the address's failures at every account (anyone with an
+    account could sign in between guesses at someone else's password); clearing the
+    account's failures from every address would lift the lock on the attacker's address.
+    """
+
+    def get_failures(self, request: HttpRequest, credentials: dict | None = None) -> int:
+        """The address's failures, or the limit itself while the account lock holds: axes
+        compares this with AXES_FAILURE_LIMIT before checking a password and after
+        counting a failure."""
+        failures = super().get_failures(request, credentials)
+        limit = get_failure_limit(request, credentials)
+        if failures < limit and account_lock_ends(
+            get_client_username(request, credentials),
+            request.axes_ip_address,
+            window=_failure_window(request),
+        ):
+            return limit
+        return failures
+
+    def user_logged_in(self, sender: Any, request: HttpRequest, user: Any, **kwargs: Any) -> None:
+        super().user_logged_in(sender, request, user, **kwargs)
+        AccessAttempt.objects.filter(
+            username=user.get_username(), ip_address=request.axes_ip_address
+        ).delete()
+
+
 def locked_out(
     request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None
 ) -> HttpResponse:
@@ -91,17 +152,16 @@ def locked_out(
     Under ASGI axes' middleware passes only (request, credentials), so `credentials` may be
     None; the username then comes from the posted form, as axes does itself.
     """
-    window = get_cool_off(request) or timedelta(minutes=settings.MNEMO_LOGIN_LOCKOUT_MINUTES)
-    limit = get_failure_limit(request, credentials)
+    window = _failure_window(request)
     username = get_client_username(request, credentials)
     address = getattr(request, "axes_ip_address", None)
-    account_ends = (
-        _lock_ends(AccessAttempt.objects.filter(username=username), limit=limit, window=window)
-        if username
-        else None
-    )
+    account_ends = account_lock_ends(username, address, window=window)
     address_ends = (
-        _lock_ends(AccessAttempt.objects.filter(ip_address=address), limit=limit, window=window)
+        _lock_ends(
+            AccessAttempt.objects.filter(ip_address=address),
+            limit=get_failure_limit(request, credentials),
+            window=window,
+        )
         if address
         else None
     )
@@ -113,6 +173,7 @@ def locked_out(
     context = {
         "locked_account": account_ends is not None,
         "locked_address": address_ends is not None,
+        "known_days": KNOWN_ADDRESS_DAYS,
         "minutes": math.ceil(seconds / 60),
         "ends": ends,
         "back_url": request.get_full_path(),

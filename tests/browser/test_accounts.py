@@ -28,7 +28,7 @@ def test_too_many_wrong_passwords_lock_sign_in_with_a_message(page, alice, url, 
 
     expect(page.get_by_role("heading", name="Sign-in is locked")).to_be_visible()
     expect(page.get_by_role("alert")).to_contain_text(
-        "Too many failed sign-ins for this account and from this address. Sign-in is locked; "
+        "Too many failed sign-ins from this address. Sign-in is locked; "
         "try again in about 15 minutes"
     )
 
