@@ -439,8 +439,8 @@ def webhook_body(run: HeartbeatRun) -> bytes:
 # The server log has the details for the admin; and every such failure is tried the same
 # number of times, so the count of tries says nothing either.
 INSIDE_FAILURE = (
-    "the delivery failed; the address is inside the network, so what happened is only in "
-    "the server's log"
+    "the delivery failed; the address is inside the network, so the details are only in the "
+    "server log"
 )
 SWITCHED_OFF = "Not sent: the heartbeat was switched off."
 

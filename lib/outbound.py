@@ -58,6 +58,7 @@ INSIDE_MESSAGE = (
 )
 SCHEME_MESSAGE = "The URL must be an http:// or https:// address."
 CREDENTIALS_MESSAGE = "The URL may not contain a user name or password."
+CHARACTERS_MESSAGE = "The URL may not contain spaces, backslashes or control characters."
 HOST_MESSAGE = (
     "The URL's host is not a valid domain name or IP address (write an IP address in the "
     "usual form, e.g. 203.0.113.7 or [2001:db8::7])."
@@ -315,13 +316,15 @@ def _ascii_name(host: str) -> str | None:
 def parse_url(url: str) -> Target:
     """The URL's parts, or Refused: not http(s), credentials, a host that is neither a
     strict IP address nor a valid name (odd IP spellings included)."""
-    if not isinstance(url, str) or any(ord(c) <= 0x20 or c in "\x7f\\" for c in url):
-        raise Refused(SCHEME_MESSAGE if not isinstance(url, str) else HOST_MESSAGE)
+    if not isinstance(url, str):
+        raise Refused(SCHEME_MESSAGE)
     try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in SCHEMES:
             raise Refused(SCHEME_MESSAGE)
+        if any(ord(c) <= 0x20 or c in "\x7f\\" for c in url):
+            raise Refused(CHARACTERS_MESSAGE)
         if "@" in parts.netloc:
             raise Refused(CREDENTIALS_MESSAGE)
         port = parts.port or SCHEMES[scheme]

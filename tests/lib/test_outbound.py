@@ -269,8 +269,8 @@ def test_a_name_that_does_not_resolve_when_saved_is_accepted_then_fails_when_use
         ("ftp://hooks.example.com/", outbound.SCHEME_MESSAGE),
         ("http://hooks.example.com:99999/", outbound.HOST_MESSAGE),
         ("http://[hooks.example.com]/", outbound.HOST_MESSAGE),
-        ("http://hooks.example.com\\@127.0.0.1/", outbound.HOST_MESSAGE),
-        ("http://hooks.example.com /", outbound.HOST_MESSAGE),
+        ("http://hooks.example.com\\@127.0.0.1/", outbound.CHARACTERS_MESSAGE),
+        ("http://hooks.example.com /", outbound.CHARACTERS_MESSAGE),
         ("http://10.0.0.1/", outbound.INSIDE_MESSAGE),
     ],
 )
