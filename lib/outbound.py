@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 type IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -602,7 +602,7 @@ def _connect(
                 shown=shown,
                 timeout=isinstance(error, TimeoutError),
             ) from None
-        assert isinstance(wrapped, _BoundedSSLSocket)
+        wrapped = cast(_BoundedSSLSocket, wrapped)  # sslsocket_class above
         wrapped.deadline = deadline
         wrapped.budget = max_response_bytes
         return wrapped, one.address

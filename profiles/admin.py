@@ -22,11 +22,8 @@ TOKEN_INFO_FIELDS = ("prefix", "active", "created_at", "last_used_at", "revoked_
 
 class ProfileAdminForm(forms.ModelForm):
     """The admin checks the webhook URL as Settings and imports do (lib/outbound.py): an
-    address inside the network is allowed through MNEMO_OUTBOUND_ALLOW, not here."""
-
-    class Meta:
-        model = Profile
-        fields = "__all__"  # noqa: DJ007 - the admin edits every field
+    address inside the network is allowed through MNEMO_OUTBOUND_ALLOW, not here. (The
+    model and fields come from ProfileAdmin, through ModelAdmin.get_form.)"""
 
     def clean_notify_webhook_url(self) -> str:
         try:
