@@ -166,7 +166,7 @@ def inside_kind(address: IPAddress) -> str | None:
                 return kind
         return None if address.is_global else "not global"
     if address.scope_id:
-        return "link-local (scoped)"
+        return "scoped (zone id)"
     embedded = None
     if address in _NAT64:
         embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
