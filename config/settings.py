@@ -11,6 +11,7 @@ from pathlib import Path
 
 import environ
 
+from lib.outbound import allowlist as outbound_allowlist
 from lib.schedule import BEAT_SCHEDULE, embedded_broker_url
 from lib.stack import Layout
 
@@ -372,8 +373,9 @@ MNEMO_LLM_TURN_CHARS = env_int("MNEMO_LLM_TURN_CHARS", default=8000, minimum=500
 # The heartbeat (learning/heartbeat.py): each user whose heartbeat is on and whose
 # HEARTBEAT.md is not empty gets one LLM turn with that checklist at most once per INTERVAL
 # seconds (beat looks every minute who is due; a failed run is tried again sooner). A finding
-# is POSTed to the user's webhook in at most ATTEMPTS tries of TIMEOUT seconds each, waiting
-# BACKOFF seconds before the second and twice as long before each next one.
+# is POSTed to the user's webhook in at most ATTEMPTS tries of TIMEOUT seconds each (all of a
+# try: name lookup, connection, TLS, request and answer), waiting BACKOFF seconds before the
+# second and twice as long before each next one.
 MNEMO_HEARTBEAT_INTERVAL = env_int("MNEMO_HEARTBEAT_INTERVAL", default=1800, minimum=60)
 MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS = env_int("MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS", default=3, minimum=1)
 if MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS > 10:  # learning.models.MAX_WEBHOOK_ATTEMPTS
@@ -382,6 +384,19 @@ if MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS > 10:  # learning.models.MAX_WEBHOOK_ATTEMPT
     )
 MNEMO_HEARTBEAT_WEBHOOK_TIMEOUT = env_seconds("MNEMO_HEARTBEAT_WEBHOOK_TIMEOUT", default=5.0)
 MNEMO_HEARTBEAT_WEBHOOK_BACKOFF = env_seconds("MNEMO_HEARTBEAT_WEBHOOK_BACKOFF", default=1.0)
+# URLs that users and imports set (the heartbeat's webhook) reach public addresses only
+# (lib/outbound.py): loopback, private, link-local, CGNAT, unique-local, multicast, reserved
+# and cloud metadata addresses are refused, when saved and when used, unless listed here.
+# Comma-separated: addresses or CIDR ranges (127.0.0.1, 10.0.0.0/8, fd00::/8), an address
+# with its port (127.0.0.1:9000, [::1]:9000), host names with or without a port
+# (hooks.corp, hooks.corp:8443) whose addresses are then trusted. A metadata address
+# (169.254.169.254, fd00:ec2::254, …) needs an entry that is exactly that address.
+# URLs set here in the environment (LLM, embeddings, email) are not checked: they are yours.
+MNEMO_OUTBOUND_ALLOW = env.str("MNEMO_OUTBOUND_ALLOW", default="").strip()
+try:
+    outbound_allowlist(MNEMO_OUTBOUND_ALLOW)
+except ValueError as error:
+    raise environ.ImproperlyConfigured(f"MNEMO_OUTBOUND_ALLOW: {error}") from None
 
 # A search embeds its query with one try of at most this long; after a failure, searches in
 # that process skip the vector side (keywords only) for COOLDOWN seconds.

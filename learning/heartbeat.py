@@ -5,7 +5,10 @@ at most once per MNEMO_HEARTBEAT_INTERVAL: one LLM turn with the checklist, the 
 memory and today's and yesterday's daily logs (the user's time zone). An answer of exactly
 HEARTBEAT_OK records `heartbeat_ok` and nothing else; any other answer is a finding: a
 Work item of kind heartbeat holding the answer as Markdown, a `heartbeat_finding` event,
-and one signed POST to the user's notification webhook when one is set.
+and one signed POST to the user's notification webhook when one is set, through
+lib/outbound.py (the URL checked again, the connection pinned to the checked address).
+A heartbeat that is off does nothing: neither the schedule nor Run now runs it, and a
+delivery still pending when it is switched off is not sent.
 
 The schedule is the database's: each finished HeartbeatRun says when the user is due again
 (`next_due_at`). Beat's tick (every minute, learning/tasks.py) sends a run for each due
@@ -29,12 +32,9 @@ import hmac
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -54,6 +54,7 @@ from learning.models import (
     RunTrigger,
     WebhookStatus,
 )
+from lib import outbound
 from lib.errors import LLMNotConfigured, ServiceError
 from llm.client import LLMBudgetReached, LLMUnavailable, complete, llm_configured
 from memory.working_memory import build_working_memory
@@ -62,9 +63,6 @@ from work.models import WorkKind, WorkStatus
 from work.services import work_create
 
 if TYPE_CHECKING:
-    from http.client import HTTPMessage
-    from typing import IO
-
     from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
@@ -87,6 +85,10 @@ ERROR_CHARS = 300  # HeartbeatRun.webhook_last_error
 LOCK_SPACE = 0x4842  # "HB"
 
 EMPTY_REASON = f"{HEARTBEAT_PATH} is empty or missing in your documents: nothing to check."
+SWITCHED_OFF_RUN = (
+    "The heartbeat is off, so it does not run: switch it on in the form above and save, "
+    "then Run now."
+)
 WEBHOOK_EVENT = "heartbeat.finding"
 SIGNATURE_HEADER = "X-Mnemo-Signature"
 
@@ -222,17 +224,19 @@ def heartbeat_claim(
     now: datetime.datetime | None = None,
 ) -> HeartbeatRun | None:
     """Insert the user's `running` row and return it, or None when this run must not
-    happen: one is running, or (schedule) the heartbeat is off, the checklist is blank or
-    the user is not due yet, or (Run now) a run already started since `requested_at` (the
-    same request delivered twice)."""
+    happen: the heartbeat is off (Run now too: it may have been switched off since the
+    click) or one is running, or (schedule) the checklist is blank or the user is not due
+    yet, or (Run now) a run already started since `requested_at` (the same request
+    delivered twice)."""
     now = now or timezone.now()
     with transaction.atomic():
         _lock_user(user.pk)
+        if not Profile.objects.filter(user=user, heartbeat_enabled=True).exists():
+            return None
         if HeartbeatRun.objects.filter(user=user, outcome=RunOutcome.RUNNING).exists():
             return None
         if trigger == RunTrigger.SCHEDULE:
-            enabled = Profile.objects.filter(user=user, heartbeat_enabled=True).exists()
-            if not enabled or not checklist(user=user):
+            if not checklist(user=user):
                 return None
             last = (
                 HeartbeatRun.objects.filter(user=user)
@@ -429,21 +433,16 @@ def webhook_body(run: HeartbeatRun) -> bytes:
     return json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # A redirect would turn the POST into a GET elsewhere: it counts as a failed try.
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: HTTPMessage,
-        newurl: str,
-    ) -> None:
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirects)
+# What Settings shows of a failed try at an address inside the network that the admin
+# allowed through a range or for any port (lib/outbound.py Answer.shown): how each such
+# address answers ("connection refused", "answered 403", a timeout) would map the inside.
+# The server log has the details for the admin; and every such failure is tried the same
+# number of times, so the count of tries says nothing either.
+INSIDE_FAILURE = (
+    "the delivery failed; the address is inside the network, so the details are only in the "
+    "server log"
+)
+SWITCHED_OFF = "Not sent: the heartbeat was switched off."
 
 
 @dataclass(frozen=True)
@@ -452,54 +451,82 @@ class _Try:
     again: bool  # whether another try may do better (no answer, 5xx, 408, 425, 429)
 
 
-def _post(url: str, body: bytes, headers: dict[str, str]) -> _Try:
-    if urlsplit(url).scheme not in ("http", "https"):  # saved only so; never file: or ftp:
-        return _Try("the webhook URL is not http or https", again=False)
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
+def _post(
+    url: str, body: bytes, headers: dict[str, str], resolver: outbound.Resolver | None
+) -> _Try:
+    """One POST through lib/outbound.py: the URL checked again (DNS may have changed since
+    it was saved) and the connection pinned to the checked address, no redirect followed,
+    at most MNEMO_HEARTBEAT_WEBHOOK_TIMEOUT seconds from the name lookup to the answer."""
     timeout = settings.MNEMO_HEARTBEAT_WEBHOOK_TIMEOUT
     try:
-        with _opener.open(request, timeout=timeout) as answer:
-            answer.read(1024)
-            return _Try("", again=False)
-    except urllib.error.HTTPError as error:
-        again = error.code >= 500 or error.code in (408, 425, 429)
-        return _Try(f"the receiver answered {error.code}", again=again)
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        cause = getattr(error, "reason", error)
-        if isinstance(cause, TimeoutError):
+        answer = outbound.post(
+            url,
+            body=body,
+            headers=headers,
+            allow=outbound.allowlist(settings.MNEMO_OUTBOUND_ALLOW),
+            timeout=timeout,
+            resolver=resolver,
+        )
+    except outbound.Refused as refusal:  # nothing was sent
+        logger.warning("Heartbeat webhook refused: %s", refusal.detail)
+        return _Try(f"Not sent: {refusal.message}", again=False)
+    except outbound.Failed as failure:
+        logger.warning("Heartbeat webhook failed: %s", failure.detail)
+        if not failure.shown:
+            return _Try(INSIDE_FAILURE, again=True)
+        if failure.timeout:
             return _Try(f"the receiver did not answer within {timeout:g} s", again=True)
-        return _Try(f"the receiver could not be reached: {cause}", again=True)
+        return _Try(failure.message, again=failure.again)
+    if 200 <= answer.status < 300:
+        return _Try("", again=False)
+    if not answer.shown:
+        logger.warning("Heartbeat webhook at %s answered %s", answer.address, answer.status)
+        return _Try(INSIDE_FAILURE, again=True)
+    # A redirect (3xx) is not followed: it would send the POST elsewhere.
+    again = answer.status >= 500 or answer.status in (408, 425, 429)
+    return _Try(f"the receiver answered {answer.status}", again=again)
 
 
 def webhook_deliver(
-    *, run_id: int, sleep: Callable[[float], object] = time.sleep
+    *,
+    run_id: int,
+    sleep: Callable[[float], object] = time.sleep,
+    resolver: outbound.Resolver | None = None,
 ) -> HeartbeatRun | None:
     """POST the run's finding to the user's webhook: at most
     MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS tries, waiting BACKOFF, then twice as long each time;
-    a refusal (a 4xx but 408, 425 and 429, or a redirect) is not tried again. Every try is
-    counted on the run with its error; the run ends `delivered` or `failed`."""
+    a refusal (a 4xx but 408, 425 and 429, a redirect, a URL lib/outbound.py refuses) is not
+    tried again. Before each try the switch and the URL are read again: a heartbeat switched
+    off since sends nothing. Every try is counted on the run with its error; the run ends
+    `delivered` or `failed`. `resolver` (tests) looks up the webhook's host."""
     run = (
-        HeartbeatRun.objects.select_related("user", "user__profile", "work_item")
+        HeartbeatRun.objects.select_related("user", "work_item")
         .filter(pk=run_id, webhook_status=WebhookStatus.PENDING)
         .first()
     )
     if run is None:
         return None
-    profile = run.user.profile
-    url, secret = profile.notify_webhook_url, profile.webhook_secret
     body = webhook_body(run)
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "Mnemo-Heartbeat/1",
-        "X-Mnemo-Event": WEBHOOK_EVENT,
-        "X-Mnemo-Delivery": str(run.pk),
-        SIGNATURE_HEADER: sign(secret, body),
-    }
     attempts = min(settings.MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS, MAX_WEBHOOK_ATTEMPTS)
     wait = settings.MNEMO_HEARTBEAT_WEBHOOK_BACKOFF
     status = WebhookStatus.FAILED
     for attempt in range(1, attempts + 1):
-        result = _post(url, body, headers) if url else _Try("the webhook URL was removed", False)
+        profile = Profile.objects.filter(user_id=run.user_id).first()
+        if profile is None or not profile.heartbeat_enabled:
+            HeartbeatRun.objects.filter(pk=run.pk).update(webhook_last_error=SWITCHED_OFF)
+            break
+        url, secret = profile.notify_webhook_url, profile.webhook_secret
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "Mnemo-Heartbeat/1",
+            "X-Mnemo-Event": WEBHOOK_EVENT,
+            "X-Mnemo-Delivery": str(run.pk),
+            SIGNATURE_HEADER: sign(secret, body),
+        }
+        if url:
+            result = _post(url, body, headers, resolver)
+        else:
+            result = _Try("the webhook URL was removed", again=False)
         HeartbeatRun.objects.filter(pk=run.pk).update(
             webhook_attempts=F("webhook_attempts") + 1, webhook_last_error=_clip(result.error)
         )
@@ -553,7 +580,10 @@ class SendNow:
 
 def heartbeat_send_now(*, user: AbstractBaseUser) -> SendNow:
     """Run now: send the user's run to the worker, stamped with this moment so a message
-    delivered twice runs once. Refused while a run is going or without a checklist."""
+    delivered twice runs once. Refused while the heartbeat is off (an off heartbeat sends
+    nothing, to the model or to the webhook), while a run is going or without a checklist."""
+    if not Profile.objects.filter(user=user, heartbeat_enabled=True).exists():
+        return SendNow(False, SWITCHED_OFF_RUN)
     if HeartbeatRun.objects.filter(user=user, outcome=RunOutcome.RUNNING).exists():
         return SendNow(False, "A heartbeat is running now; its outcome shows here when it ends.")
     if not checklist(user=user):

@@ -95,7 +95,7 @@ def heartbeat_status_panel(request: HtmxHttpRequest) -> HttpResponse:
 @require_POST
 def heartbeat_run_now(request: HtmxHttpRequest) -> HttpResponse:
     """Run now: send the user's heartbeat to the worker (the run records what came of it);
-    refused while one runs or without a checklist."""
+    refused while the heartbeat is off, while one runs or without a checklist."""
     sent = heartbeat.heartbeat_send_now(user=request.user)
     if request.htmx:
         if sent.queued:

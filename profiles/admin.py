@@ -4,17 +4,37 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from lib.errors import InvalidInput
 from profiles.models import Agent, AgentToken, Profile, SystemToken
-from profiles.services import system_token_create, token_create, token_revoke
+from profiles.services import (
+    system_token_create,
+    token_create,
+    token_revoke,
+    webhook_url_clean,
+)
 
 TOKEN_INFO_FIELDS = ("prefix", "active", "created_at", "last_used_at", "revoked_at")
 
 
+class ProfileAdminForm(forms.ModelForm):
+    """The admin checks the webhook URL as Settings and imports do (lib/outbound.py): an
+    address inside the network is allowed through MNEMO_OUTBOUND_ALLOW, not here. (The
+    model and fields come from ProfileAdmin, through ModelAdmin.get_form.)"""
+
+    def clean_notify_webhook_url(self) -> str:
+        try:
+            return webhook_url_clean(url=self.cleaned_data.get("notify_webhook_url") or "")
+        except InvalidInput as error:
+            raise ValidationError(error.message) from None
+
+
 @admin.register(Profile)
 class ProfileAdmin(admin.ModelAdmin):
+    form = ProfileAdminForm
     list_display = ("user", "token_budget", "memory_paused", "auto_learn", "updated_at")
     list_filter = ("memory_paused", "auto_learn")
     search_fields = ("user__username", "user__email")

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from activity.actors import Actor, ActorKind
+from lib import outbound
 from lib.errors import Conflict, InvalidInput, MemoryPaused
 from lib.tags import slug_for
 from profiles.models import (
@@ -29,6 +32,8 @@ from profiles.models import (
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
+
+logger = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "mnemo_"  # noqa: S105 - a public marker, not a secret
 SYSTEM_TOKEN_PREFIX = "mnemo_sys_"  # noqa: S105 - tells authentication which table to look in
@@ -99,14 +104,19 @@ class HeartbeatSettings:
 
 
 def profile_set_heartbeat(
-    *, user: AbstractBaseUser, enabled: bool, webhook_url: str
+    *,
+    user: AbstractBaseUser,
+    enabled: bool,
+    webhook_url: str,
+    resolver: outbound.Resolver | None = None,
 ) -> HeartbeatSettings:
     """Switch the heartbeat on or off and set (or clear, with "") the notification webhook.
 
-    InvalidInput on field "notify_webhook_url" for anything but an http(s) URL, and then
+    InvalidInput on field "notify_webhook_url" for a URL webhook_url_clean refuses, and then
     nothing is changed. The first URL saved makes the secret that signs the POSTs
-    (`secrets`); it is kept when the URL changes or is cleared, until rotated."""
-    url = _clean_webhook_url(webhook_url)
+    (`secrets`); it is kept when the URL changes or is cleared, until rotated. `resolver`
+    (tests) looks up the URL's host instead of the system's resolver."""
+    url = webhook_url_clean(url=webhook_url, resolver=resolver)
     with transaction.atomic():
         profile_for_user(user)
         profile = Profile.objects.select_for_update().get(user=user)
@@ -134,10 +144,15 @@ def _webhook_secret() -> str:
     return secrets.token_hex(32)  # 64 hex characters, Profile.webhook_secret's length
 
 
-def _clean_webhook_url(raw: object) -> str:
-    if not isinstance(raw, str):
+def webhook_url_clean(*, url: object, resolver: outbound.Resolver | None = None) -> str:
+    """The webhook URL as saved ("" to clear it), or InvalidInput on "notify_webhook_url":
+    not an http(s) URL, too long, or refused by lib/outbound.py (credentials in it, an odd
+    host, an address inside the network that MNEMO_OUTBOUND_ALLOW does not list). The
+    message says why without saying anything of what answers at that address: nothing is
+    sent here. Every POST checks the URL again (learning/heartbeat.py)."""
+    if not isinstance(url, str):
         raise InvalidInput(WEBHOOK_URL_MESSAGE, field="notify_webhook_url")
-    url = raw.strip()
+    url = url.strip()
     if not url:
         return ""
     max_length = Profile._meta.get_field("notify_webhook_url").max_length or 500
@@ -146,7 +161,14 @@ def _clean_webhook_url(raw: object) -> str:
             f"The webhook URL is longer than {max_length} characters.", field="notify_webhook_url"
         )
     try:
+        outbound.parse_url(url)  # the guard's own words first: credentials, odd IP spellings
         URLValidator(schemes=WEBHOOK_SCHEMES)(url)
+        allow = outbound.allowlist(settings.MNEMO_OUTBOUND_ALLOW)
+        outbound.check_url(url, allow=allow, resolver=resolver)
+    except outbound.Refused as refusal:
+        logger.info("Webhook URL refused: %s", refusal.detail)
+        message = WEBHOOK_URL_MESSAGE if refusal.message == outbound.SCHEME_MESSAGE else None
+        raise InvalidInput(message or refusal.message, field="notify_webhook_url") from None
     except ValidationError:
         raise InvalidInput(WEBHOOK_URL_MESSAGE, field="notify_webhook_url") from None
     return url

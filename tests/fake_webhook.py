@@ -1,8 +1,10 @@
-"""A small webhook receiver on 127.0.0.1, for tests: it records every POST (headers and the
-raw body) and answers the scripted statuses in turn, then 200."""
+"""A small webhook receiver on 127.0.0.1 (or another loopback address), for tests: it records
+every POST (headers and the raw body) and answers the scripted statuses in turn, then 200; a
+3xx points to `redirect_to`."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -17,19 +19,33 @@ class Received:
     body: bytes
 
 
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 class FakeWebhook:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.received: list[Received] = []
         self.statuses: deque[int] = deque()
+        self.redirect_to = ""
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        server_class = _Server6 if ":" in host else ThreadingHTTPServer
+        self._server = server_class((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,))
 
     @property
+    def host(self) -> str:
+        return self._server.server_address[0]
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/hooks/mnemo"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/hooks/mnemo"
 
     def script(self, *statuses: int) -> None:
         self.statuses.extend(statuses)
@@ -62,6 +78,8 @@ class FakeWebhook:
                 status = fake._next_status(Received(self.path, headers, body))
                 data = b"{}"
                 self.send_response(status)
+                if 300 <= status < 400 and fake.redirect_to:
+                    self.send_header("Location", fake.redirect_to)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -59,6 +59,14 @@ def test_the_search_nudges_are_read(tmp_path):
             {"MNEMO_SEARCH_AGE_HALF_LIFE_DAYS": "0"},
             "MNEMO_SEARCH_AGE_HALF_LIFE_DAYS=0 must be at least 1.",
         ),
+        (
+            {"MNEMO_OUTBOUND_ALLOW": "10.0.0.0/8, 10.0.0.1/8"},
+            "MNEMO_OUTBOUND_ALLOW: '10.0.0.1/8' is not a CIDR range",
+        ),
+        (
+            {"MNEMO_OUTBOUND_ALLOW": "hooks.corp:http"},
+            "MNEMO_OUTBOUND_ALLOW: 'hooks.corp:http' is not an address, a CIDR range, a host",
+        ),
     ],
 )
 def test_bad_values_stop_the_process_with_a_message(tmp_path, overrides, message):

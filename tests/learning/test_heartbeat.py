@@ -58,12 +58,12 @@ def prompt_of(request) -> str:
 
 
 @pytest.fixture
-def webhook(monkeypatch, settings):
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+def webhook(settings):
+    """A receiver on 127.0.0.1, which the admin allows exactly (address and port): its
+    answers are shown on Settings like a public receiver's (lib/outbound.py Answer.shown)."""
     settings.MNEMO_HEARTBEAT_WEBHOOK_TIMEOUT = 2.0
     with FakeWebhook() as fake:
+        settings.MNEMO_OUTBOUND_ALLOW = f"127.0.0.1:{fake.port}"
         yield fake
 
 
@@ -243,17 +243,17 @@ def test_a_refusing_webhook_is_not_tried_again(alice, llm_server, webhook, waits
     assert run.webhook_last_error == "the receiver answered 404"
 
 
-def test_an_unreachable_webhook_is_recorded(alice, llm_server, waits, settings, monkeypatch):
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+def test_an_unreachable_webhook_is_recorded(alice, llm_server, waits, settings):
     settings.MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS = 2
     with FakeWebhook() as gone:
         url = gone.url  # a port nobody listens on once it is closed
+        settings.MNEMO_OUTBOUND_ALLOW = f"127.0.0.1:{gone.port}"
     heartbeat_on(alice, webhook_url=url)
     write(alice, "HEARTBEAT.md", CHECKLIST)
     llm_server.script_chat(ChatReply(FINDING))
     run = heartbeat.heartbeat_run(user=alice)
     assert (run.webhook_status, run.webhook_attempts) == (WebhookStatus.FAILED, 2)
-    assert run.webhook_last_error.startswith("the receiver could not be reached:")
+    assert run.webhook_last_error == "the receiver could not be reached"
 
 
 # --- who runs, and when -----------------------------------------------------------------------
@@ -540,7 +540,8 @@ def test_settings_show_the_last_run_and_the_next(client, alice, llm_server):
 
 
 def test_run_now_sends_a_run_that_runs_once(client, alice, llm_server, sent):
-    write(alice, "HEARTBEAT.md", CHECKLIST)  # the heartbeat is off: Run now runs it anyway
+    heartbeat_on(alice)
+    write(alice, "HEARTBEAT.md", CHECKLIST)
     client.force_login(alice)
     response = client.post("/heartbeat/run/", headers=HX)
     html = response.content.decode()
@@ -560,6 +561,7 @@ def test_run_now_sends_a_run_that_runs_once(client, alice, llm_server, sent):
 
 
 def test_run_now_without_a_checklist_is_refused(client, alice, sent):
+    heartbeat_on(alice)
     client.force_login(alice)
     response = client.post("/heartbeat/run/")
     assert response.status_code == 302
