@@ -290,7 +290,11 @@ class TreeInput(ToolInput):
 
 
 class ContentInput(ToolInput):
-    content = _content_field("One line of text to add.")
+    content = _content_field(
+        "One line of text to add: a line break anywhere in it is refused (400), since a "
+        "second line could pass for a heading or a section. Call once per line, or use "
+        "memory_append for a block of text."
+    )
 
 
 class NoInput(ToolInput):
@@ -654,7 +658,8 @@ class DailyAppendApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="Add a line to today's daily log",
         description="Adds '- HH:MM content' to daily/YYYY-MM-DD.md, the date and time in the "
-        "user's timezone (UTC when unset, and for system tokens).",
+        "user's timezone (UTC when unset, and for system tokens). content is one line: a "
+        "line break in it is refused (400) and nothing is written.",
         request=ContentInput,
         responses={200: WrittenSerializer, **document_errors(400, 401, 409, 413, 429)},
         examples=[
@@ -674,7 +679,7 @@ class AgentMemoryAppendApi(ToolApi):
         summary="Add to your private notes about this user",
         description="Adds a line to agents/<your agent name>/AGENT_MEMORY.md, your own "
         "notes on working with this user. Other agents cannot read them; the user can. "
-        "Needs an agent token.",
+        "content is one line (a line break is refused with 400). Needs an agent token.",
         request=ContentInput,
         responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
         examples=[

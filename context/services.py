@@ -476,12 +476,16 @@ def append_daily_memory(
     actor: Actor,
     now: datetime.datetime | None = None,
 ) -> Document:
-    """Add "- HH:MM content" to daily/YYYY-MM-DD.md, date and time in the user's timezone."""
+    """Add "- HH:MM content" to daily/YYYY-MM-DD.md, date and time in the user's timezone.
+
+    The content is one line (_one_line): a line break would start lines the stamp does not
+    own, such as a heading."""
     if not isinstance(content, str):
         raise InvalidInput("Content must be text.", field="content")
     content = content.strip()
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
+    _one_line(content, what="A daily log entry")
     local = (now or timezone.now()).astimezone(user_timezone(user))
     return document_append(
         user=user,
@@ -503,7 +507,9 @@ def user_timezone(user: AbstractBaseUser | None) -> datetime.tzinfo:
 
 
 def append_agent_memory(*, agent: Agent, content: str, actor: Actor) -> Document:
-    """Add a line to AGENT_MEMORY.md, private to that agent."""
+    """Add a line to AGENT_MEMORY.md, private to that agent (one line: _one_line)."""
+    if isinstance(content, str):
+        _one_line(content.strip(), what="A note appended to AGENT_MEMORY.md")
     return document_append(
         user=agent.user, agent=agent, path=AGENT_MEMORY_PATH, content=content, actor=actor
     )
@@ -513,6 +519,24 @@ def agent_memory_get(*, agent: Agent) -> Document | None:
     return Document.objects.filter(
         user_id=agent.user_id, agent=agent, path=AGENT_MEMORY_PATH
     ).first()
+
+
+# What ends a line: what str.splitlines() splits at (LF, CR, VT, FF, the file, group and
+# record separators, NEL, and the Unicode line and paragraph separators).
+LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _one_line(content: str, *, what: str) -> None:
+    """InvalidInput when content holds a line break: tools documented as adding one line
+    add exactly one, so their text cannot open lines (a heading, a list) of its own."""
+    for position, char in enumerate(content):
+        if char in LINE_BREAKS:
+            raise InvalidInput(
+                f"{what} is one line, and this content has a line break (U+{ord(char):04X}) "
+                f"at position {position}. Send each line as its own call, or write the "
+                "block with memory_append.",
+                field="content",
+            )
 
 
 def _scope(
