@@ -21,10 +21,17 @@ from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from context.models import Document, DocumentVersion, SharedScope, VersionAction
+from context.models import (
+    Document,
+    DocumentProposal,
+    DocumentVersion,
+    SharedScope,
+    VersionAction,
+)
 from context.paths import InvalidPath, normalize_path
 from context.services import NEWEST_FIRST, daily_path, user_timezone
 from context.workspace import Granted, global_documents, granted_scopes
+from memory.models import ProposalStatus
 from profiles.models import Agent
 
 if TYPE_CHECKING:
@@ -391,7 +398,12 @@ def version_changes(version: DocumentVersion) -> list[ChangedLine] | None:
     previous = version_before(version)
     if previous is None or version.action == "delete":
         return None
-    old, new = previous.body.splitlines(), version.body.splitlines()
+    return line_changes(previous.body, version.body)
+
+
+def line_changes(before: str, after: str) -> list[ChangedLine]:
+    """The changed lines from before to after, with a little context around them."""
+    old, new = before.splitlines(), after.splitlines()
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     lines: list[ChangedLine] = []
     for group in matcher.get_grouped_opcodes(DIFF_CONTEXT_LINES):
@@ -404,3 +416,42 @@ def version_changes(version: DocumentVersion) -> list[ChangedLine] | None:
             lines += [ChangedLine("removed", text) for text in old[old_start:old_end]]
             lines += [ChangedLine("added", text) for text in new[new_start:new_end]]
     return lines
+
+
+# --- document proposals (the review inbox's identity files) ---------------------------------
+
+
+def document_proposal_list(
+    *,
+    user: AbstractBaseUser,
+    status: str | None = None,
+    ids: Iterable[int] | None = None,
+) -> QuerySet[DocumentProposal]:
+    """The user's document proposals, newest first; only one status or some ids if given.
+    A pending one past its expiry that beat has not swept yet is left out of the pending."""
+    proposals = DocumentProposal.objects.filter(user=user).select_related(
+        "actor_agent", "decided_by", "applied"
+    )
+    if status == ProposalStatus.PENDING:
+        proposals = proposals.filter(status=status, expires_at__gt=timezone.now())
+    elif status is not None:
+        proposals = proposals.filter(status=status)
+    if ids is not None:
+        proposals = proposals.filter(pk__in=list(ids))
+    return proposals.order_by("-created_at", "-id")
+
+
+def pending_document_proposal_count(*, user: AbstractBaseUser) -> int:
+    """How many document proposals wait for the user (in the navigation's Inbox count)."""
+    return DocumentProposal.objects.filter(
+        user=user, status=ProposalStatus.PENDING, expires_at__gt=timezone.now()
+    ).count()
+
+
+def document_proposal_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, str]:
+    """The status of each of these ids that is one of the user's document proposals."""
+    wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
+    if not wanted:
+        return {}
+    rows = DocumentProposal.objects.filter(user=user, pk__in=wanted).values_list("pk", "status")
+    return dict(rows)

@@ -39,7 +39,14 @@ from activity.actors import Actor
 from context import services
 from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
 from context.paths import normalize_folder, normalize_path
-from context.services import AGENT_MEMORY_PATH, AGENTS_FOLDER, TreeEntry, TreeRow, tree_rows
+from context.services import (
+    AGENT_MEMORY_PATH,
+    AGENTS_FOLDER,
+    IDENTITY_FILES,
+    TreeEntry,
+    TreeRow,
+    tree_rows,
+)
 from lib.errors import Forbidden, NotFound
 
 if TYPE_CHECKING:
@@ -47,9 +54,6 @@ if TYPE_CHECKING:
 
     from profiles.models import Agent
 
-IDENTITY_FILES = frozenset(
-    {"IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md", "HEARTBEAT.md"}
-)
 GLOBAL = "global"
 # What the `scope` parameter may say for the caller's own place (the path then picks the
 # user's documents or the agent's private folder, as without it).

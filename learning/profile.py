@@ -34,7 +34,7 @@ from activity import events
 from activity.actors import Actor
 from activity.models import EventType
 from context.models import Document, DocumentVersion
-from context.services import NEWEST_FIRST, document_write
+from context.services import NEWEST_FIRST, PROFILE_PATH, document_write
 from learning.outcomes import ProfileOutcome, ProfileStatus
 from lib.errors import LLMNotConfigured, MemoryPaused, VersionConflict
 from llm.client import (
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
     from lib.tokenizer import TokenCounter
 
-PROFILE_PATH = "USER_MEMORY.md"
 SCHEMA_VERSION = 1
 TITLE = "# User Memory"
 SECTIONS = (

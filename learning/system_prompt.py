@@ -190,7 +190,13 @@ def bootstrap_complete(*, agent: Agent) -> DocumentVersion:
     actor = Actor.for_agent(agent)
     with transaction.atomic():
         try:
-            version = document_delete(user=agent.user, agent=None, path=BOOTSTRAP_PATH, actor=actor)
+            version = document_delete(
+                user=agent.user,
+                agent=None,
+                path=BOOTSTRAP_PATH,
+                actor=actor,
+                ending_bootstrap=True,
+            )
         except NotFound:
             raise NotFound(
                 f"There is no {BOOTSTRAP_PATH} in the user's documents: the first-run ritual "

@@ -1031,11 +1031,14 @@ def test_identity_files_are_never_read_from_the_global_scope(
 
     assert call_tool(alice_token, "memory_read", {"path": "SOUL.md"}).status_code == 404
     assert call_tool(alice_token, "memory_tree", {}).json()["entries"] == []
-    # The user's own identity file is theirs to write.
-    assert (
-        call_tool(alice_token, "memory_write", {"path": "SOUL.md", "content": "mine"}).status_code
-        == 200
-    )
+    # The user's own identity file is the user's: an agent's write waits for their review,
+    # and the company's is not what it changes.
+    proposed = call_tool(alice_token, "memory_write", {"path": "SOUL.md", "content": "mine"})
+    assert (proposed.status_code, proposed.json()["status"]) == (202, "pending_review")
+    assert body_of(None, "SOUL.md") == "company soul"
+    # The agent's own, in its folder, is its to write.
+    own = {"path": "agents/assistant/SOUL.md", "content": "mine"}
+    assert call_tool(alice_token, "memory_write", own).status_code == 200
 
 
 def test_system_token_never_sees_user_documents(call_tool, alice_token, system_token):
