@@ -12,6 +12,7 @@ stay in context/services.py.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from context.models import (
 )
 from context.paths import InvalidPath, normalize_path
 from context.services import NEWEST_FIRST, daily_path, user_timezone
-from context.workspace import Granted, global_documents, granted_scopes
+from context.workspace import Granted, global_documents, granted_scopes, primary_only
 from memory.models import ProposalStatus
 from profiles.models import Agent
 
@@ -167,6 +168,30 @@ def writable_scopes(*, user: AbstractBaseUser) -> list[Scope]:
         *(scope_of_agent(agent=agent) for agent in agents),
         *(scope for scope in shared_scopes(user=user) if scope.writable),
     ]
+
+
+def path_writable(*, scope: Scope, path: str) -> bool:
+    """Whether the user may change the document at path in scope: a writable scope, and in
+    a shared scope not an identity file or an agent's notes, which live in each user's own
+    documents and are never read from a shared scope (context/workspace.py primary_only,
+    the rule the agent API follows)."""
+    return scope.writable and (scope.shared is None or not primary_only(path))
+
+
+def scope_at(*, scope: Scope, path: str) -> Scope:
+    """The scope as the pages show it for one path: read-only where path_writable says no."""
+    if scope.writable and not path_writable(scope=scope, path=path):
+        return dataclasses.replace(scope, writable=False)
+    return scope
+
+
+def shared_path_refusal(path: str) -> str:
+    """Why path may not be written in a shared scope, in the pages' words."""
+    return (
+        f"'{path}' is an identity file or an agent's notes: those live in each user's own "
+        "documents, where their agents read them, and are never read from a shared scope. "
+        "Write it in your own documents instead."
+    )
 
 
 def _visible(user: AbstractBaseUser) -> Q:
