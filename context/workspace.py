@@ -18,6 +18,9 @@ A caller is an agent token (one agent of one user) or a system token (no user).
   are.
 - Writes go to the caller's own scope unless `scope` names a granted read_write one; a
   read-only scope is 403, a scope without a grant 404 exactly as one that does not exist.
+  In the user's scope, context/services.py turns an agent's change to an identity file at
+  the root into a proposal for the user's review and refuses USER_MEMORY.md; identity
+  files and agents' notes are never written in a shared scope (primary_only, 403).
   Writing at the path of a document read from another scope gives the user their own
   document there, which from then on is read instead.
 - Grants are read from the database on every call: a revoked grant is gone on the next

@@ -9,8 +9,10 @@ rewritten profile; a rewrite that breaks the format or the user's profile budget
 nothing, is recorded (`consolidation_failed`) and is asked for once more at most.
 
 It is a document like any other: versions, diff, restore, search and download on the
-Documents pages, written only through `context.services.document_write`. The user may
-edit it there; their edit is simply the current document, so it is what the next
+Documents pages, written only through `context.services.document_write`, and only by the
+user and by this consolidation (as the system): an agent's change is refused
+(`ProfileReadOnly`), so what `/api/v1/profile-memory` serves is never an agent's. The user
+may edit it there; their edit is simply the current document, so it is what the next
 consolidation starts from, and a consolidation never overwrites an edit it did not read
 (`base_version`).
 

@@ -55,7 +55,7 @@ def versions(user):
 
 
 def test_the_protected_files_are_the_identity_files():
-    assert IDENTITY_FILES == {
+    assert {
         "IDENTITY.md",
         "SOUL.md",
         "AGENTS.md",
@@ -63,7 +63,7 @@ def test_the_protected_files_are_the_identity_files():
         "TOOLS.md",
         "BOOTSTRAP.md",
         "HEARTBEAT.md",
-    }
+    } == IDENTITY_FILES
 
 
 # --- an agent's change waits for the user -----------------------------------------------------
@@ -257,15 +257,14 @@ def test_identity_files_in_a_shared_scope_stay_forbidden(call_tool, alice, alice
 
 
 def propose(alice_agent, path, content=None, *, action="write"):
-    agent = Actor.for_agent(alice_agent)
-    user = alice_agent.user
+    mine = {"user": alice_agent.user, "path": path, "actor": Actor.for_agent(alice_agent)}
+    change = {
+        "write": lambda: document_write(**mine, content=content),
+        "append": lambda: document_append(**mine, content=content),
+        "delete": lambda: document_delete(**mine),
+    }[action]
     with pytest.raises(DocumentReviewRequired) as waiting:
-        if action == "write":
-            document_write(user=user, path=path, content=content, actor=agent)
-        elif action == "append":
-            document_append(user=user, path=path, content=content, actor=agent)
-        else:
-            document_delete(user=user, path=path, actor=agent)
+        change()
     return waiting.value.proposal
 
 
