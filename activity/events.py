@@ -165,6 +165,50 @@ def proposal_decided(
     )
 
 
+def document_proposal_created(
+    *, user: AbstractBaseUser, actor: Actor, proposal_id: int, path: str, action: str
+) -> ActivityEvent:
+    """An agent's change to an identity file every agent reads went to the user's review
+    inbox instead of applying (context/services.py). The same event type as a memory's
+    proposal; the payload names a document proposal and its path instead of a key."""
+    return _record(
+        EventType.PROPOSAL_CREATED,
+        user=user,
+        actor=actor,
+        payload={
+            "document_proposal_id": proposal_id,
+            "path": path,
+            "action": action,
+            "trigger": "identity_file",
+        },
+    )
+
+
+def document_proposal_decided(
+    *,
+    user: AbstractBaseUser,
+    actor: Actor,
+    event_type: EventType,
+    proposal_id: int,
+    path: str,
+    proposed_by: str,
+    version_id: int | None = None,
+) -> ActivityEvent:
+    """A document proposal was accepted, rejected (by the user) or expired (by the system);
+    version_id is the version accepting wrote."""
+    return _record(
+        event_type,
+        user=user,
+        actor=actor,
+        payload={
+            "document_proposal_id": proposal_id,
+            "path": path,
+            "proposed_by": proposed_by,
+            "version_id": version_id,
+        },
+    )
+
+
 # --- the assistant loop (learning/, llm/) -------------------------------------------------
 
 

@@ -266,9 +266,10 @@ MNEMO_SEARCH_AGE_BAR_DAYS = env_int("MNEMO_SEARCH_AGE_BAR_DAYS", default=365, mi
 # scan is right and fast enough (bench/README.md: 16 ms p50 at 10,000 rows).
 MNEMO_SEARCH_OWN_INDEX_ROWS = env_int("MNEMO_SEARCH_OWN_INDEX_ROWS", default=20_000)
 
-# Review inbox (memory/review.py): a proposal nobody decided on expires after this many
-# days (beat sweeps hourly; activity records it). An agent's new entry whose WordLlama vector
-# is this similar to an entry of the same kind holding half its words is near it
+# Review inbox (memory/review.py, context/review.py for identity files): a proposal nobody
+# decided on expires after this many days (beat sweeps hourly; activity records it). An
+# agent's new entry whose WordLlama vector is this similar to an entry of the same kind
+# holding half its words is near it
 # (memory/duplicates.py); unset: the calibrated 0.66 (bench/duplicates.py).
 # Off: agents' new entries are not compared with existing ones (a deployment that ingests
 # transcripts or datasets whose restatements must each be kept; bench/retrieval.py).

@@ -9,7 +9,14 @@ from django.http import HttpRequest
 
 from activity.actors import Actor
 from activity.admin import AppendOnlyAdmin
-from context.models import Document, DocumentChunk, DocumentVersion, ScopeGrant, SharedScope
+from context.models import (
+    Document,
+    DocumentChunk,
+    DocumentProposal,
+    DocumentVersion,
+    ScopeGrant,
+    SharedScope,
+)
 from context.paths import InvalidPath, normalize_path
 from context.services import (
     document_delete,
@@ -17,6 +24,7 @@ from context.services import (
     scope_grant_revoke,
     scope_grant_set,
 )
+from lib.admin import ReadOnlyAdmin
 from lib.errors import InvalidInput, NotFound
 from profiles.services import agent_check_owner
 
@@ -214,3 +222,36 @@ class DocumentChunkAdmin(AppendOnlyAdmin):
     @admin.display(description="words")
     def words(self, obj: DocumentChunk) -> int:
         return len(obj.text.split())
+
+
+@admin.register(DocumentProposal)
+class DocumentProposalAdmin(ReadOnlyAdmin):
+    """Agents' changes to users' identity files, waiting in their review inboxes: to look
+    at; only the user decides (on the inbox page), through context/review.py."""
+
+    list_display = ("created_at", "path", "user", "action", "status", "actor")
+    list_filter = ("status", "action")
+    search_fields = ("path", "user__username", "actor_agent__name")
+    list_select_related = ("user", "actor_user", "actor_agent")
+    ordering = ("-created_at", "-id")
+    date_hierarchy = "created_at"
+    fields = (
+        "created_at",
+        "user",
+        "path",
+        "action",
+        "status",
+        "actor_type",
+        "actor_agent",
+        "content",
+        "before",
+        "base_version",
+        "expires_at",
+        "decided_at",
+        "decided_by",
+        "applied",
+    )
+
+    @admin.display(description="proposed by")
+    def actor(self, obj: DocumentProposal) -> str:
+        return obj.actor_label

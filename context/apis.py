@@ -25,8 +25,10 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from context import selectors, services
+from context.models import PROPOSED_ACTIONS
 from context.paths import MAX_PATH_LENGTH, normalize_folder
 from context.search import search_documents
+from context.services import ProfileReadOnly
 from context.workspace import (
     Caller,
     shown_path,
@@ -48,6 +50,7 @@ from lib.api import (
 from lib.errors import InvalidInput, NotFound, VersionConflict
 from lib.http_errors import error_body
 from lib.tool_api import ToolApi
+from memory.models import ProposalStatus
 from profiles.models import SystemToken
 from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
 from search.serializers import (
@@ -97,14 +100,39 @@ PLACES_HELP = (
     "gives the user their own document there, as for a shared scope's when scope is not "
     "named). System tokens work in the company documents only."
 )
+IDENTITY_HELP = (
+    " The identity files at the top of the user's documents (IDENTITY.md, SOUL.md, "
+    "AGENTS.md, USER.md, TOOLS.md, BOOTSTRAP.md, HEARTBEAT.md) are the user's and every one "
+    "of their agents reads them: your change to one does not apply but waits for the "
+    "user's review (202, status pending_review, with the proposal). Keep your own under "
+    "agents/<your agent name>/ (IDENTITY.md, SOUL.md, …), where you write freely and which "
+    "only your own system prompt reads. USER_MEMORY.md, the consolidated profile, is "
+    "written only by the user and Mnemo's consolidation: 403 profile_read_only."
+)
 DOCUMENT_ERRORS = {
-    403: error_response(
-        "Another agent's private folder; changing a company (global) document or one in a "
-        "shared scope your user may only read; or a tool that needs an agent token called "
-        "with a system token.",
-        "forbidden",
-        "'handbook.md' is a company document: agents can read it but not delete it.",
-        "path",
+    403: OpenApiResponse(
+        ErrorSerializer,
+        description="forbidden: another agent's private folder; changing a company (global) "
+        "document or one in a shared scope your user may only read; an identity file in a "
+        "shared scope; or a tool that needs an agent token called with a system token. "
+        "profile_read_only: USER_MEMORY.md, which only the user and Mnemo's consolidation "
+        "write. Nothing was changed.",
+        examples=[
+            OpenApiExample(
+                "forbidden",
+                value=error_body(
+                    "forbidden",
+                    "'handbook.md' is a company document: agents can read it but not delete it.",
+                    "path",
+                ),
+                response_only=True,
+            ),
+            OpenApiExample(
+                "profile_read_only",
+                value=error_body(ProfileReadOnly.code, ProfileReadOnly().message, "path"),
+                response_only=True,
+            ),
+        ],
     ),
     404: error_response(
         "No document at that path, or no readable scope of the name given as scope.",
@@ -290,7 +318,11 @@ class TreeInput(ToolInput):
 
 
 class ContentInput(ToolInput):
-    content = _content_field("One line of text to add.")
+    content = _content_field(
+        "One line of text to add: a line break anywhere in it is refused (400), since a "
+        "second line could pass for a heading or a section. Call once per line, or use "
+        "memory_append for a block of text."
+    )
 
 
 class NoInput(ToolInput):
@@ -350,6 +382,59 @@ class DeletedSerializer(serializers.Serializer):
     version_id = serializers.IntegerField(
         help_text="The version that keeps the deleted content; the user can restore it."
     )
+
+
+class DocumentProposalSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    path = serializers.CharField()
+    action = serializers.ChoiceField(choices=[action.value for action in PROPOSED_ACTIONS])
+    status = serializers.ChoiceField(
+        choices=ProposalStatus.values,
+        help_text="pending_review until the user accepts or rejects it in their review inbox, "
+        "or it expires.",
+    )
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+
+class PendingReviewSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=["pending_review"],
+        help_text="The change did not apply: it waits for the user's review as `proposal`.",
+    )
+    path = serializers.CharField()
+    message = serializers.CharField()
+    proposal = DocumentProposalSerializer()
+
+
+PENDING_REVIEW_RESPONSE = OpenApiResponse(
+    PendingReviewSerializer,
+    description="pending_review: the path is an identity file at the top of the user's "
+    "documents, which all of their agents read, so the change waits in the user's review "
+    "inbox and the document is unchanged. Proposing the same change again answers the same "
+    "proposal; a different one replaces your earlier one. Keep your own identity under "
+    "agents/<your agent name>/ instead.",
+    examples=[
+        OpenApiExample(
+            "pending_review",
+            value={
+                "status": "pending_review",
+                "path": "SOUL.md",
+                "message": "'SOUL.md' is an identity file all of the user's agents read: your "
+                "change waits for the user's review (proposal 7).",
+                "proposal": {
+                    "id": 7,
+                    "path": "SOUL.md",
+                    "action": "write",
+                    "status": "pending_review",
+                    "created_at": "2026-11-21T09:30:00Z",
+                    "expires_at": "2026-12-05T09:30:00Z",
+                },
+            },
+            response_only=True,
+        )
+    ],
+)
 
 
 class AgentMemorySerializer(serializers.Serializer):
@@ -417,6 +502,25 @@ class WorkspaceToolApi(ToolApi):
         if isinstance(self.request.auth, SystemToken):
             return Caller.system()
         return Caller.for_agent(self.request.auth.agent)
+
+
+def _pending_review(waiting: services.DocumentReviewRequired) -> Response:
+    """202: the change waits for the user's review as a proposal."""
+    proposal = waiting.proposal
+    body = {
+        "status": "pending_review",
+        "path": proposal.path,
+        "message": waiting.message,
+        "proposal": {
+            "id": proposal.pk,
+            "path": proposal.path,
+            "action": proposal.action,
+            "status": proposal.status,
+            "created_at": proposal.created_at,
+            "expires_at": proposal.expires_at,
+        },
+    }
+    return Response(PendingReviewSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
 def _written(caller: Caller, document: Document) -> dict[str, Any]:
@@ -502,11 +606,14 @@ class DocumentWriteApi(WorkspaceToolApi):
         "its ETag as If-Match): if the document changed or was deleted since, nothing is "
         "written and the answer is 409 version_conflict naming the current version; read it "
         "again and apply your change to it. Without base_version the write applies "
-        "regardless; replaced_version in the answer says which version it replaced." + PLACES_HELP,
+        "regardless; replaced_version in the answer says which version it replaced."
+        + PLACES_HELP
+        + IDENTITY_HELP,
         request=WriteInput,
         parameters=[IF_MATCH, ETAG_HEADER, CONFLICT_ETAG_HEADER],
         responses={
             200: WriteResultSerializer,
+            202: PENDING_REVIEW_RESPONSE,
             **document_errors(400, 401, 403, 404, 413, 429),
             409: VERSION_CONFLICT_RESPONSE,
         },
@@ -549,6 +656,8 @@ class DocumentWriteApi(WorkspaceToolApi):
             )
         except VersionConflict as conflict:
             return _version_conflict(conflict)
+        except services.DocumentReviewRequired as waiting:
+            return _pending_review(waiting)
         written = document.written_version
         replaced = selectors.version_replaced_id(version=written)
         body = {**_written_fields(caller, document), "replaced_version": replaced}
@@ -561,10 +670,13 @@ class DocumentAppendApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="Add to the end of a document",
         description="Add content on a new line at the end of the document, creating it if "
-        "new. Safe when several agents append at once: no line is lost." + PLACES_HELP,
+        "new. Safe when several agents append at once: no line is lost."
+        + PLACES_HELP
+        + IDENTITY_HELP,
         request=AppendInput,
         responses={
             200: WrittenSerializer,
+            202: PENDING_REVIEW_RESPONSE,
             **document_errors(400, 401, 403, 404, 409, 413, 429),
         },
         examples=[
@@ -578,7 +690,11 @@ class DocumentAppendApi(WorkspaceToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(AppendInput)
         caller = self.caller()
-        return Response(_written(caller, workspace_append(caller=caller, **data)))
+        try:
+            document = workspace_append(caller=caller, **data)
+        except services.DocumentReviewRequired as waiting:
+            return _pending_review(waiting)
+        return Response(_written(caller, document))
 
 
 class DocumentTreeApi(WorkspaceToolApi):
@@ -616,11 +732,12 @@ class DocumentDeleteApi(WorkspaceToolApi):
         description="Delete the document at path; 404 if there is none. Its content stays "
         "in its history, so the user can restore it. With base_version (the version_id "
         "memory_read gave you) or its ETag as If-Match, a document that changed since is "
-        "not deleted: 409 version_conflict naming the current version.",
+        "not deleted: 409 version_conflict naming the current version." + IDENTITY_HELP,
         request=DeleteInput,
         parameters=[IF_MATCH, CONFLICT_ETAG_HEADER],
         responses={
             200: DeletedSerializer,
+            202: PENDING_REVIEW_RESPONSE,
             **document_errors(400, 401, 403, 404, 413, 429),
             409: VERSION_CONFLICT_RESPONSE,
         },
@@ -644,6 +761,8 @@ class DocumentDeleteApi(WorkspaceToolApi):
             )
         except VersionConflict as conflict:
             return _version_conflict(conflict)
+        except services.DocumentReviewRequired as waiting:
+            return _pending_review(waiting)
         body = {"deleted": True, "path": shown_path(caller, version), "version_id": version.pk}
         return Response(DeletedSerializer(body).data)
 
@@ -654,7 +773,8 @@ class DailyAppendApi(WorkspaceToolApi):
         tags=[TOOL_TAG],
         summary="Add a line to today's daily log",
         description="Adds '- HH:MM content' to daily/YYYY-MM-DD.md, the date and time in the "
-        "user's timezone (UTC when unset, and for system tokens).",
+        "user's timezone (UTC when unset, and for system tokens). content is one line: a "
+        "line break in it is refused (400) and nothing is written.",
         request=ContentInput,
         responses={200: WrittenSerializer, **document_errors(400, 401, 409, 413, 429)},
         examples=[
@@ -674,7 +794,7 @@ class AgentMemoryAppendApi(ToolApi):
         summary="Add to your private notes about this user",
         description="Adds a line to agents/<your agent name>/AGENT_MEMORY.md, your own "
         "notes on working with this user. Other agents cannot read them; the user can. "
-        "Needs an agent token.",
+        "content is one line (a line break is refused with 400). Needs an agent token.",
         request=ContentInput,
         responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
         examples=[

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 
 from context.paths import InvalidPath, normalize_path
-from context.selectors import document_get, writable_scopes
+from context.selectors import (
+    document_get,
+    path_writable,
+    shared_path_refusal,
+    writable_scopes,
+)
 from context.services import MAX_BODY_BYTES
 
 if TYPE_CHECKING:
@@ -79,7 +84,9 @@ class DocumentCreateForm(forms.Form):
         cleaned = super().clean()
         scope, path = self.scopes.get(cleaned.get("scope", "")), cleaned.get("path")
         cleaned["scope_obj"] = scope
-        if scope is not None and path and document_get(scope=scope, path=path) is not None:
+        if scope is not None and path and not path_writable(scope=scope, path=path):
+            self.add_error("path", shared_path_refusal(path))
+        elif scope is not None and path and document_get(scope=scope, path=path) is not None:
             self.add_error(
                 "path", f"'{path}' already exists in {scope.label}; open it there to edit it."
             )

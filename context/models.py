@@ -9,6 +9,7 @@ from django.utils import timezone
 from activity.actors import ActorMixin
 from context.paths import MAX_PATH_LENGTH, InvalidPath, normalize_path
 from lib.search_fields import EmbeddingFields
+from memory.models import ProposalStatus
 
 SHARED_PREFIX = "shared:"
 
@@ -248,6 +249,101 @@ class DocumentVersion(ActorMixin):
         if not self._state.adding:
             raise AppendOnlyError("Document versions are append-only.")
         super().save(*args, **kwargs)
+
+
+# What a document proposal may ask for: a restore is the user's, never proposed.
+PROPOSED_ACTIONS = (VersionAction.WRITE, VersionAction.APPEND, VersionAction.DELETE)
+
+
+class DocumentProposal(ActorMixin):
+    """An agent's change to one of the identity files at the root of the user's documents
+    (context/services.py IDENTITY_FILES), which every agent of the user reads: it waits in
+    the user's review inbox instead of applying, until the user accepts or rejects it
+    (context/review.py) or it expires (MNEMO_PROPOSAL_TTL_DAYS).
+
+    The actor is the agent that proposed it. `content` is what it sent: the whole new body
+    (write), the text to add (append) or nothing (delete). `before` is the document's body
+    when proposed (null: there was none) and `base_version` its newest version then, so
+    accepting never overwrites unseen a change made since. Accepting applies it through
+    context/services.py with the user as the actor; `applied` is the version that wrote.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="document_proposals"
+    )
+    path = models.CharField(max_length=MAX_PATH_LENGTH)
+    action = models.CharField(max_length=8, choices=VersionAction.choices)
+    content = models.TextField(blank=True)
+    before = models.TextField(null=True, blank=True)  # noqa: DJ001 - null: no document; "": empty
+    # A DocumentVersion id, as the API's base_version (not a foreign key: only compared).
+    base_version = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(
+        max_length=16, choices=ProposalStatus.choices, default=ProposalStatus.PENDING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    applied = models.OneToOneField(
+        DocumentVersion,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="proposal",
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user", "status", "-created_at"], name="docproposal_user_status"),
+            models.Index(
+                fields=["expires_at"],
+                name="docproposal_pending_expiry",
+                condition=Q(status="pending_review"),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=[action.value for action in PROPOSED_ACTIONS]),
+                name="docproposal_action",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=ProposalStatus.values), name="docproposal_status"
+            ),
+            models.CheckConstraint(
+                condition=Q(status=ProposalStatus.PENDING, decided_at__isnull=True)
+                | (~Q(status=ProposalStatus.PENDING) & Q(decided_at__isnull=False)),
+                name="docproposal_decided_when_not_pending",
+            ),
+            models.CheckConstraint(
+                condition=~Q(path="") & ~Q(path__startswith="/"), name="docproposal_path"
+            ),
+            ActorMixin.actor_constraint("docproposal_actor_consistent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} {self.path} by {self.actor_label}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == ProposalStatus.PENDING
+
+    @property
+    def after(self) -> str | None:
+        """The body accepting would leave, as things stood when proposed (null: deleted)."""
+        if self.action == VersionAction.DELETE:
+            return None
+        if self.action == VersionAction.WRITE:
+            return self.content
+        before = self.before or ""
+        joint = "\n" if before and not before.endswith("\n") else ""
+        return f"{before}{joint}{self.content}"
 
 
 class DocumentChunk(EmbeddingFields):

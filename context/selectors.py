@@ -12,6 +12,7 @@ stay in context/services.py.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 from dataclasses import dataclass
@@ -21,10 +22,17 @@ from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from context.models import Document, DocumentVersion, SharedScope, VersionAction
+from context.models import (
+    Document,
+    DocumentProposal,
+    DocumentVersion,
+    SharedScope,
+    VersionAction,
+)
 from context.paths import InvalidPath, normalize_path
 from context.services import NEWEST_FIRST, daily_path, user_timezone
-from context.workspace import Granted, global_documents, granted_scopes
+from context.workspace import Granted, global_documents, granted_scopes, primary_only
+from memory.models import ProposalStatus
 from profiles.models import Agent
 
 if TYPE_CHECKING:
@@ -160,6 +168,30 @@ def writable_scopes(*, user: AbstractBaseUser) -> list[Scope]:
         *(scope_of_agent(agent=agent) for agent in agents),
         *(scope for scope in shared_scopes(user=user) if scope.writable),
     ]
+
+
+def path_writable(*, scope: Scope, path: str) -> bool:
+    """Whether the user may change the document at path in scope: a writable scope, and in
+    a shared scope not an identity file or an agent's notes, which live in each user's own
+    documents and are never read from a shared scope (context/workspace.py primary_only,
+    the rule the agent API follows)."""
+    return scope.writable and (scope.shared is None or not primary_only(path))
+
+
+def scope_at(*, scope: Scope, path: str) -> Scope:
+    """The scope as the pages show it for one path: read-only where path_writable says no."""
+    if scope.writable and not path_writable(scope=scope, path=path):
+        return dataclasses.replace(scope, writable=False)
+    return scope
+
+
+def shared_path_refusal(path: str) -> str:
+    """Why path may not be written in a shared scope, in the pages' words."""
+    return (
+        f"'{path}' is an identity file or an agent's notes: those live in each user's own "
+        "documents, where their agents read them, and are never read from a shared scope. "
+        "Write it in your own documents instead."
+    )
 
 
 def _visible(user: AbstractBaseUser) -> Q:
@@ -391,7 +423,12 @@ def version_changes(version: DocumentVersion) -> list[ChangedLine] | None:
     previous = version_before(version)
     if previous is None or version.action == "delete":
         return None
-    old, new = previous.body.splitlines(), version.body.splitlines()
+    return line_changes(previous.body, version.body)
+
+
+def line_changes(before: str, after: str) -> list[ChangedLine]:
+    """The changed lines from before to after, with a little context around them."""
+    old, new = before.splitlines(), after.splitlines()
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     lines: list[ChangedLine] = []
     for group in matcher.get_grouped_opcodes(DIFF_CONTEXT_LINES):
@@ -404,3 +441,42 @@ def version_changes(version: DocumentVersion) -> list[ChangedLine] | None:
             lines += [ChangedLine("removed", text) for text in old[old_start:old_end]]
             lines += [ChangedLine("added", text) for text in new[new_start:new_end]]
     return lines
+
+
+# --- document proposals (the review inbox's identity files) ---------------------------------
+
+
+def document_proposal_list(
+    *,
+    user: AbstractBaseUser,
+    status: str | None = None,
+    ids: Iterable[int] | None = None,
+) -> QuerySet[DocumentProposal]:
+    """The user's document proposals, newest first; only one status or some ids if given.
+    A pending one past its expiry that beat has not swept yet is left out of the pending."""
+    proposals = DocumentProposal.objects.filter(user=user).select_related(
+        "actor_agent", "decided_by", "applied"
+    )
+    if status == ProposalStatus.PENDING:
+        proposals = proposals.filter(status=status, expires_at__gt=timezone.now())
+    elif status is not None:
+        proposals = proposals.filter(status=status)
+    if ids is not None:
+        proposals = proposals.filter(pk__in=list(ids))
+    return proposals.order_by("-created_at", "-id")
+
+
+def pending_document_proposal_count(*, user: AbstractBaseUser) -> int:
+    """How many document proposals wait for the user (in the navigation's Inbox count)."""
+    return DocumentProposal.objects.filter(
+        user=user, status=ProposalStatus.PENDING, expires_at__gt=timezone.now()
+    ).count()
+
+
+def document_proposal_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, str]:
+    """The status of each of these ids that is one of the user's document proposals."""
+    wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
+    if not wanted:
+        return {}
+    rows = DocumentProposal.objects.filter(user=user, pk__in=wanted).values_list("pk", "status")
+    return dict(rows)

@@ -6,6 +6,14 @@ and all three None is the global (company) scope. Grants to shared scopes are wr
 too (shared_scope_create, scope_grant_set, scope_grant_revoke).
 Each change validates, writes the document, a DocumentVersion row and an activity
 event in one transaction. Pages, the agent API, tasks and the admin all come through here.
+
+Except that the user is in charge of what all their agents read. An agent's write, append
+or delete of an identity file at the root of the user's documents (IDENTITY_FILES) writes a
+DocumentProposal and its `proposal_created` event instead, and raises DocumentReviewRequired
+(the API answers 202 pending_review); the user decides it in the review inbox
+(context/review.py). The consolidated profile, USER_MEMORY.md, is the user's and Mnemo's own
+consolidation's alone: an agent's change to it is refused (ProfileReadOnly). An agent keeps
+its own identity files in its folder, agents/<name>/, where it writes freely.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
@@ -21,9 +30,11 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from activity import events
+from activity.actors import ActorKind
 from context.models import (
     Document,
     DocumentChunk,
+    DocumentProposal,
     DocumentVersion,
     GrantAccess,
     ScopeGrant,
@@ -31,7 +42,8 @@ from context.models import (
     VersionAction,
 )
 from context.paths import InvalidPath, normalize_folder, normalize_path
-from lib.errors import Conflict, InvalidInput, NotFound, VersionConflict
+from lib.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError, VersionConflict
+from memory.models import ProposalStatus
 from memory.selectors import user_zone
 from profiles.services import agent_check_owner, check_agents_may_write
 from search.chunking import split_into_chunks
@@ -51,6 +63,47 @@ DAILY_FOLDER = "daily"
 # In a user's scope, agents/<name>/ is how agents address their private documents
 # (context/workspace.py), so the user's own documents may not live there.
 AGENTS_FOLDER = "agents"
+# The identity files. At the root of a user's documents they are the user's, read by every
+# one of their agents (the system prompt, learning/system_prompt.py; the heartbeat's
+# checklist, learning/heartbeat.py): an agent's change to one waits for the user's review.
+# Never read from a shared or the global scope (context/workspace.py primary_only).
+IDENTITY_FILES = frozenset(
+    {"IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md", "HEARTBEAT.md"}
+)
+BOOTSTRAP_PATH = "BOOTSTRAP.md"
+# The consolidated profile (learning/profile.py), in the user's own documents.
+PROFILE_PATH = "USER_MEMORY.md"
+
+
+class DocumentReviewRequired(ServiceError):
+    """An agent's change to a root identity file did not apply: it waits in the user's
+    review inbox as `proposal`. The API answers 202 pending_review."""
+
+    code = "pending_review"
+
+    def __init__(self, proposal: DocumentProposal) -> None:
+        super().__init__(
+            f"'{proposal.path}' is an identity file all of the user's agents read: your change "
+            f"waits for the user's review (proposal {proposal.pk}).",
+            field="path",
+        )
+        self.proposal = proposal
+
+
+class ProfileReadOnly(Forbidden):
+    """An agent's change to the consolidated profile: only the user and Mnemo's own
+    consolidation write it."""
+
+    code = "profile_read_only"
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"{PROFILE_PATH} is the user's consolidated profile: only the user and Mnemo's "
+            "own consolidation of reported turns write it, never an agent. Report the turn "
+            "(report_turn) so Mnemo can learn from it, or note what you learned with "
+            "memory_store. Nothing was changed.",
+            field="path",
+        )
 
 
 @dataclass(frozen=True)
@@ -102,6 +155,17 @@ def document_write(
     scope = _scope(user, agent, shared_scope)
     path = _writable_path(user, agent, path)
     content = _clean_content(content)
+    if _for_review(user, agent, shared_scope, path, actor):
+        proposal = _propose(
+            user=user,
+            path=path,
+            action=VersionAction.WRITE,
+            content=content,
+            actor=actor,
+            base_version=base_version,
+            create_only=create_only,
+        )
+        raise DocumentReviewRequired(proposal)
     with transaction.atomic():
         check_agents_may_write(user=_acting_for(user, shared_scope, actor), actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
@@ -141,6 +205,11 @@ def document_append(
     content = _clean_content(content)
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
+    if _for_review(user, agent, shared_scope, path, actor):
+        proposal = _propose(
+            user=user, path=path, action=VersionAction.APPEND, content=content, actor=actor
+        )
+        raise DocumentReviewRequired(proposal)
     with transaction.atomic():
         check_agents_may_write(user=_acting_for(user, shared_scope, actor), actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
@@ -322,14 +391,28 @@ def document_delete(
     path: str,
     actor: Actor,
     base_version: int | None = None,
+    ending_bootstrap: bool = False,
 ) -> DocumentVersion:
     """Delete a document; its last content stays in the returned version for restore.
 
     With base_version, a document that changed since that version is not deleted
-    (_check_base_version); a missing one is NotFound with or without it.
+    (_check_base_version); a missing one is NotFound with or without it. ending_bootstrap:
+    complete_bootstrap's deletion of the user's BOOTSTRAP.md (learning/system_prompt.py),
+    the one change of a root identity file an agent makes without review.
     """
     scope = _scope(user, agent, shared_scope)
     path = normalize_path(path)
+    ritual_end = ending_bootstrap and path == BOOTSTRAP_PATH
+    if not ritual_end and _for_review(user, agent, shared_scope, path, actor):
+        proposal = _propose(
+            user=user,
+            path=path,
+            action=VersionAction.DELETE,
+            content="",
+            actor=actor,
+            base_version=base_version,
+        )
+        raise DocumentReviewRequired(proposal)
     with transaction.atomic():
         check_agents_may_write(user=_acting_for(user, shared_scope, actor), actor=actor)
         document = Document.objects.select_for_update().filter(**scope, path=path).first()
@@ -476,12 +559,16 @@ def append_daily_memory(
     actor: Actor,
     now: datetime.datetime | None = None,
 ) -> Document:
-    """Add "- HH:MM content" to daily/YYYY-MM-DD.md, date and time in the user's timezone."""
+    """Add "- HH:MM content" to daily/YYYY-MM-DD.md, date and time in the user's timezone.
+
+    The content is one line (_one_line): a line break would start lines the stamp does not
+    own, such as a heading."""
     if not isinstance(content, str):
         raise InvalidInput("Content must be text.", field="content")
     content = content.strip()
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
+    _one_line(content, what="A daily log entry")
     local = (now or timezone.now()).astimezone(user_timezone(user))
     return document_append(
         user=user,
@@ -503,7 +590,9 @@ def user_timezone(user: AbstractBaseUser | None) -> datetime.tzinfo:
 
 
 def append_agent_memory(*, agent: Agent, content: str, actor: Actor) -> Document:
-    """Add a line to AGENT_MEMORY.md, private to that agent."""
+    """Add a line to AGENT_MEMORY.md, private to that agent (one line: _one_line)."""
+    if isinstance(content, str):
+        _one_line(content.strip(), what="A note appended to AGENT_MEMORY.md")
     return document_append(
         user=agent.user, agent=agent, path=AGENT_MEMORY_PATH, content=content, actor=actor
     )
@@ -513,6 +602,105 @@ def agent_memory_get(*, agent: Agent) -> Document | None:
     return Document.objects.filter(
         user_id=agent.user_id, agent=agent, path=AGENT_MEMORY_PATH
     ).first()
+
+
+# What ends a line: what str.splitlines() splits at (LF, CR, VT, FF, the file, group and
+# record separators, NEL, and the Unicode line and paragraph separators).
+LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _one_line(content: str, *, what: str) -> None:
+    """InvalidInput when content holds a line break: tools documented as adding one line
+    add exactly one, so their text cannot open lines (a heading, a list) of its own."""
+    for position, char in enumerate(content):
+        if char in LINE_BREAKS:
+            raise InvalidInput(
+                f"{what} is one line, and this content has a line break (U+{ord(char):04X}) "
+                f"at position {position}. Send each line as its own call, or write the "
+                "block with memory_append.",
+                field="content",
+            )
+
+
+def _for_review(
+    user: AbstractBaseUser | None,
+    agent: Agent | None,
+    shared_scope: SharedScope | None,
+    path: str,
+    actor: Actor,
+) -> bool:
+    """Whether this change is an agent's to a file at the root of its user's documents that
+    every agent of the user reads (an identity file): then it waits for the user's review.
+    ProfileReadOnly for the consolidated profile, which no agent changes."""
+    if actor.kind != ActorKind.AGENT or user is None or agent is not None or shared_scope:
+        return False
+    if path == PROFILE_PATH:
+        raise ProfileReadOnly()
+    return path in IDENTITY_FILES
+
+
+def _propose(
+    *,
+    user: AbstractBaseUser,
+    path: str,
+    action: VersionAction,
+    content: str,
+    actor: Actor,
+    base_version: int | None = None,
+    create_only: bool = False,
+) -> DocumentProposal:
+    """Put an agent's change of one of the user's identity files in their review inbox.
+
+    Checked as the change itself would be, under the document's row lock: memory paused,
+    a stale base_version, create_only over an existing document, a deletion of nothing.
+    The same proposal again (an agent retrying) is the pending one; a different one from
+    the same agent for the same path replaces it (the older is marked superseded)."""
+    now = timezone.now()
+    with transaction.atomic():
+        check_agents_may_write(user=user, actor=actor)
+        document = (
+            Document.objects.select_for_update()
+            .filter(user=user, agent=None, shared_scope=None, path=path)
+            .first()
+        )
+        if create_only and document is not None:
+            raise VersionConflict(
+                f"'{path}' already exists; open it to edit it.",
+                field="path",
+                current_version=_latest_version_id(document),
+            )
+        if base_version is not None:
+            _check_base_version(document, path=path, base_version=base_version)
+        if action == VersionAction.DELETE and document is None:
+            raise NotFound(f"No document at '{path}'.", field="path")
+        before = document.body if document is not None else None
+        current = _latest_version_id(document) if document is not None else None
+        pending = DocumentProposal.objects.select_for_update().filter(
+            user=user,
+            path=path,
+            status=ProposalStatus.PENDING,
+            actor_type=actor.kind,
+            actor_agent=actor.agent,
+        )
+        for proposal in pending:
+            same = (proposal.action, proposal.content, proposal.before, proposal.base_version)
+            if same == (action, content, before, current):
+                return proposal
+        pending.update(status=ProposalStatus.SUPERSEDED, decided_at=now)
+        proposal = DocumentProposal.objects.create(
+            user=user,
+            path=path,
+            action=action,
+            content=content,
+            before=before,
+            base_version=current,
+            expires_at=now + datetime.timedelta(days=settings.MNEMO_PROPOSAL_TTL_DAYS),
+            **actor.as_fields(),
+        )
+        events.document_proposal_created(
+            user=user, actor=actor, proposal_id=proposal.pk, path=path, action=action
+        )
+    return proposal
 
 
 def _scope(

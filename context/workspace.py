@@ -18,6 +18,9 @@ A caller is an agent token (one agent of one user) or a system token (no user).
   are.
 - Writes go to the caller's own scope unless `scope` names a granted read_write one; a
   read-only scope is 403, a scope without a grant 404 exactly as one that does not exist.
+  In the user's scope, context/services.py turns an agent's change to an identity file at
+  the root into a proposal for the user's review and refuses USER_MEMORY.md; identity
+  files and agents' notes are never written in a shared scope (primary_only, 403).
   Writing at the path of a document read from another scope gives the user their own
   document there, which from then on is read instead.
 - Grants are read from the database on every call: a revoked grant is gone on the next
@@ -39,7 +42,14 @@ from activity.actors import Actor
 from context import services
 from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
 from context.paths import normalize_folder, normalize_path
-from context.services import AGENT_MEMORY_PATH, AGENTS_FOLDER, TreeEntry, TreeRow, tree_rows
+from context.services import (
+    AGENT_MEMORY_PATH,
+    AGENTS_FOLDER,
+    IDENTITY_FILES,
+    TreeEntry,
+    TreeRow,
+    tree_rows,
+)
 from lib.errors import Forbidden, NotFound
 
 if TYPE_CHECKING:
@@ -47,9 +57,6 @@ if TYPE_CHECKING:
 
     from profiles.models import Agent
 
-IDENTITY_FILES = frozenset(
-    {"IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md", "HEARTBEAT.md"}
-)
 GLOBAL = "global"
 # What the `scope` parameter may say for the caller's own place (the path then picks the
 # user's documents or the agent's private folder, as without it).

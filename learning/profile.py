@@ -9,8 +9,10 @@ rewritten profile; a rewrite that breaks the format or the user's profile budget
 nothing, is recorded (`consolidation_failed`) and is asked for once more at most.
 
 It is a document like any other: versions, diff, restore, search and download on the
-Documents pages, written only through `context.services.document_write`. The user may
-edit it there; their edit is simply the current document, so it is what the next
+Documents pages, written only through `context.services.document_write`, and only by the
+user and by this consolidation (as the system): an agent's change is refused
+(`ProfileReadOnly`), so what `/api/v1/profile-memory` serves is never an agent's. The user
+may edit it there; their edit is simply the current document, so it is what the next
 consolidation starts from, and a consolidation never overwrites an edit it did not read
 (`base_version`).
 
@@ -34,7 +36,7 @@ from activity import events
 from activity.actors import Actor
 from activity.models import EventType
 from context.models import Document, DocumentVersion
-from context.services import NEWEST_FIRST, document_write
+from context.services import NEWEST_FIRST, PROFILE_PATH, document_write
 from learning.outcomes import ProfileOutcome, ProfileStatus
 from lib.errors import LLMNotConfigured, MemoryPaused, VersionConflict
 from llm.client import (
@@ -52,7 +54,6 @@ if TYPE_CHECKING:
 
     from lib.tokenizer import TokenCounter
 
-PROFILE_PATH = "USER_MEMORY.md"
 SCHEMA_VERSION = 1
 TITLE = "# User Memory"
 SECTIONS = (

@@ -31,13 +31,17 @@ if TYPE_CHECKING:
 
 BUDGET_RANGE = f"Budget must be between {MIN_BUDGET} and {MAX_BUDGET}."
 
-EXAMPLE_PROMPT = """## IDENTITY.md
+EXAMPLE_PROMPT = """## agents/ada/IDENTITY.md (yours)
 
+```text
 You are Ada, Kevin's research assistant.
+```
 
 ## SOUL.md
 
+```text
 Be direct; say when you are unsure.
+```
 
 ## Working memory
 
@@ -47,11 +51,15 @@ Timezone: Asia/Singapore
 
 ## MEMORY.md
 
+```text
 - Q3 launch moved to September.
+```
 
 ## daily/2025-06-03.md (today)
 
+```text
 - 09:12 Drafted the pricing page copy
+```
 
 ## Memory tools
 
@@ -72,8 +80,8 @@ class SystemPromptQuerySerializer(serializers.Serializer):
 
 class PromptPartSerializer(serializers.Serializer):
     name = serializers.CharField(
-        help_text="The file's path (IDENTITY.md, MEMORY.md, daily/2025-06-03.md, …), or "
-        "'Working memory' or 'Memory tools'."
+        help_text="The file's path (IDENTITY.md, agents/<your agent name>/SOUL.md, "
+        "MEMORY.md, daily/2025-06-03.md, …), or 'Working memory' or 'Memory tools'."
     )
     kind = serializers.ChoiceField(choices=[kind.value for kind in PartKind])
     tokens = serializers.IntegerField(
@@ -138,8 +146,11 @@ class SystemPromptApi(APIView):
         summary="The system prompt for this agent's session",
         description="Assembles the prompt to start a session with, each part under its own "
         "'## ' heading, in this order: the identity files IDENTITY.md, SOUL.md, AGENTS.md, "
-        "USER.md, TOOLS.md and BOOTSTRAP.md (from the user's own documents only, never a "
-        "shared or company copy; a missing one is simply absent), the working memory, the "
+        "USER.md, TOOLS.md and BOOTSTRAP.md, for each name your own copy in your folder "
+        "(agents/<your agent name>/SOUL.md, …; no other agent's prompt shows it) before the "
+        "user's at the top of their documents (shared by all their agents; from the user's "
+        "own documents only, never a shared or company copy; a missing one is simply "
+        "absent), the working memory, the "
         "consolidated profile USER_MEMORY.md when one is stored, your own AGENT_MEMORY.md, "
         "MEMORY.md, today's and yesterday's daily logs (the user's time zone), and a note on "
         "the memory tools. It never exceeds budget (tokens, default "
@@ -148,8 +159,10 @@ class SystemPromptApi(APIView):
         "budget), then the profile, AGENT_MEMORY.md and MEMORY.md, then the logs. A log that "
         "does not fit loses its oldest lines; any other part that does not fit is left out "
         "whole and named in omitted. BOOTSTRAP.md, the first-run ritual, is included until "
-        "you call complete_bootstrap. format=markdown returns the prompt alone, with its "
-        "tokens in X-Mnemo-Tokens.",
+        "you call complete_bootstrap. Every document is quoted as data between ``` fences "
+        "longer than any run of backticks in it, so a heading inside a document is never "
+        "one of the prompt's own sections. format=markdown returns the prompt alone, with "
+        "its tokens in X-Mnemo-Tokens.",
         parameters=[
             OpenApiParameter(
                 "budget",
@@ -175,9 +188,9 @@ class SystemPromptApi(APIView):
                     "counter": "tiktoken:o200k_base",
                     "parts": [
                         {
-                            "name": "IDENTITY.md",
+                            "name": "agents/ada/IDENTITY.md",
                             "kind": "identity",
-                            "tokens": 14,
+                            "tokens": 22,
                             "included": True,
                             "cut": False,
                         },
@@ -239,9 +252,13 @@ class CompleteBootstrapApi(ToolApi):
         tags=["working memory"],
         summary="Finish the first-run ritual",
         description=f"Call once you have done what {BOOTSTRAP_PATH} (shown in the system "
-        "prompt) asks: it is deleted from the user's documents, so the system prompt no longer "
-        "includes it; its content stays in a version the user can restore, and the activity "
-        "log records it. 404 when there is none (already completed): nothing changes.",
+        "prompt) asks, having written what it has you keep about yourself in your own folder "
+        "(agents/<your agent name>/IDENTITY.md, SOUL.md, …; the identity files at the top "
+        "level are the user's, and your changes to them wait for the user's review): "
+        f"{BOOTSTRAP_PATH} is deleted from the user's documents, so the system prompt no "
+        "longer includes it; its content stays in a version the user can restore, and the "
+        "activity log records it. 404 when there is none (already completed): nothing "
+        "changes.",
         request={
             "application/json": {"type": "object", "properties": {}, "additionalProperties": False}
         },

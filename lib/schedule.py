@@ -53,6 +53,12 @@ BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3600.0},
     },
+    # ... and so do agents' proposed changes to identity files (context/tasks.py).
+    "expire-document-proposals": {
+        "task": "context.tasks.expire_document_proposals",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
+    },
 }
 
 

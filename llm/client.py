@@ -3,9 +3,10 @@
 Every call goes through `complete()`: it refuses when no model is configured
 (LLMNotConfigured, which the API answers 503 llm_not_configured) or when the user's daily
 token budget is spent (LLMBudgetReached, with one `llm_budget_reached` activity event per
-day), bounds the call (connect and read timeouts, MNEMO_LLM_RETRIES more tries on
-timeouts, connection errors, 429 and 5xx) and records it as an LLMCall row: model,
-prompt and completion tokens, latency and outcome, whatever happened.
+day), bounds the call (the answer's max_tokens, which every caller must give; connect and
+read timeouts; MNEMO_LLM_RETRIES more tries on timeouts, connection errors, 429 and 5xx)
+and records it as an LLMCall row: model, prompt and completion tokens, latency and
+outcome, whatever happened.
 
 Call it outside a transaction: the call takes seconds, and its LLMCall row must stay
 even when the caller's work is rolled back.
@@ -159,13 +160,19 @@ def complete(
     user: AbstractBaseUser,
     purpose: str,
     messages: Sequence[dict[str, str]],
+    max_tokens: int,
     turn: Turn | None = None,
-    max_tokens: int | None = None,
 ) -> Completion:
     """Ask the configured model; the answer's text and its counted tokens.
 
+    max_tokens bounds the answer and has no default: every caller says what its answer
+    needs, so no call can cost an unbounded completion (a server's own default may be the
+    model's whole context).
+
     Raises LLMNotConfigured, LLMBudgetReached (no call made) or LLMUnavailable (the call
     failed after its tries; recorded all the same)."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a whole number of at least 1, not {max_tokens!r}")
     require_llm()
     check_budget(user)
     model = settings.MNEMO_LLM_MODEL

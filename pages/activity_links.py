@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.urls import reverse
 
 from activity.models import EventType
-from context.selectors import version_states
+from context.selectors import document_proposal_states, version_states
 from llm.selectors import turns_existing
 from memory.models import ProposalStatus
 from memory.selectors import history_states, proposal_states
@@ -54,6 +54,7 @@ class Found:
     work: dict[int, bool] = field(default_factory=dict)  # deleted?
     turns: set[int] = field(default_factory=set)
     proposals: dict[int, str] = field(default_factory=dict)  # status
+    document_proposals: dict[int, str] = field(default_factory=dict)  # status
 
 
 def _id(payload: dict[str, Any], name: str) -> int | None:
@@ -112,11 +113,17 @@ def _turn_or_version(payload: dict[str, Any], found: Found) -> Target:
 
 
 def _proposal(payload: dict[str, Any], found: Found) -> Target:
-    proposal_id = _id(payload, "proposal_id")
-    status = found.proposals.get(proposal_id) if proposal_id is not None else None
+    """A memory's proposal, or (its payload names a document_proposal_id) an identity
+    file's, in the inbox: its pending row, or its row among the recently decided."""
+    proposals, name, anchors = found.proposals, "proposal_id", ("proposal", "decided")
+    if "document_proposal_id" in payload:
+        proposals, name = found.document_proposals, "document_proposal_id"
+        anchors = ("document-proposal", "decided-document")
+    proposal_id = _id(payload, name)
+    status = proposals.get(proposal_id) if proposal_id is not None else None
     if status is None:
         return Target(state=GONE)
-    anchor = "proposal" if status == ProposalStatus.PENDING else "decided"
+    anchor = anchors[0] if status == ProposalStatus.PENDING else anchors[1]
     return Target(f"{reverse('review_inbox')}#{anchor}-{proposal_id}")
 
 
@@ -161,7 +168,14 @@ def found_for(*, user: AbstractBaseUser, events: Iterable[ActivityEvent]) -> Fou
     wanted: dict[str, list[int]] = {}
     for event in events:
         payload = _payload(event)
-        for name in ("history_id", "version_id", "work_id", "turn_id", "proposal_id"):
+        for name in (
+            "history_id",
+            "version_id",
+            "work_id",
+            "turn_id",
+            "proposal_id",
+            "document_proposal_id",
+        ):
             if (value := _id(payload, name)) is not None:
                 wanted.setdefault(name, []).append(value)
     return Found(
@@ -170,6 +184,9 @@ def found_for(*, user: AbstractBaseUser, events: Iterable[ActivityEvent]) -> Fou
         work=work_deleted_states(user=user, ids=wanted.get("work_id", [])),
         turns=turns_existing(user=user, ids=wanted.get("turn_id", [])),
         proposals=proposal_states(user=user, ids=wanted.get("proposal_id", [])),
+        document_proposals=document_proposal_states(
+            user=user, ids=wanted.get("document_proposal_id", [])
+        ),
     )
 
 

@@ -158,7 +158,10 @@ def fuzz_as_alice(settings, alice, alice_agent, alice_token, _keep_test_connecti
     append_agent_memory(agent=alice_agent, content="Ask before booking.", actor=actor)
     # A consolidated profile, so GET /api/v1/profile-memory answers 200 without an LLM
     # (with neither, it is a 503 llm_not_configured, tested in tests/learning).
-    document_write(user=alice, path=PROFILE_PATH, content=empty_profile(alice), actor=actor)
+    # Written as Mnemo's consolidation does (the system): an agent never writes it.
+    document_write(
+        user=alice, path=PROFILE_PATH, content=empty_profile(alice), actor=Actor.system()
+    )
     return {"Authorization": f"Bearer {alice_token}"}
 
 

@@ -42,6 +42,12 @@ TRIGGERS = {
     "new_memory": "you review agents' new memories",
     "near_duplicate": "it overlaps a memory you have",
 }
+DOCUMENT_PROPOSED = {
+    "write": "Proposed replacing",
+    "append": "Proposed adding to",
+    "delete": "Proposed deleting",
+}
+IDENTITY_FILE_WAITS = "waits for your review: an identity file all your agents read"
 DECIDED = {
     EventType.PROPOSAL_ACCEPTED: "Accepted",
     EventType.PROPOSAL_REJECTED: "Rejected",
@@ -120,13 +126,17 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str]:
             # "Renamed fact:old to <code>preference:new</code>"
             return f"Renamed {_text(payload['renamed_from'], 100)} to", _key(payload), ""
         return verb, _key(payload), source
+    if kind == EventType.PROPOSAL_CREATED and "document_proposal_id" in payload:
+        verb = DOCUMENT_PROPOSED.get(str(payload.get("action")), "Proposed a change to")
+        return verb, _text(payload.get("path"), 100), IDENTITY_FILE_WAITS
     if kind == EventType.PROPOSAL_CREATED:
         verb = PROPOSED.get(str(payload.get("action")), "Proposed a change to")
         why = TRIGGERS.get(str(payload.get("trigger")), "")
         return verb, _key(payload), f"waits for your review: {why}" if why else ""
     if kind in DECIDED:
         proposed_by = _text(payload.get("proposed_by"), 80)
-        return DECIDED[kind], _key(payload), f"proposed by {proposed_by}" if proposed_by else ""
+        subject = _key(payload) or _text(payload.get("path"), 100)
+        return DECIDED[kind], subject, f"proposed by {proposed_by}" if proposed_by else ""
     if kind == EventType.MEMORY_DELETED:
         return "Deleted", _text(payload.get("key"), 100), ""
     if kind == EventType.WORK_CREATED:

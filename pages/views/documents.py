@@ -54,10 +54,14 @@ def _get_scope_for_user(user: AbstractBaseUser, key: str) -> Scope:
     return scope
 
 
-def _get_writable_scope_for_user(user: AbstractBaseUser, key: str) -> Scope:
+def _get_writable_scope_for_user(user: AbstractBaseUser, key: str, path: str) -> Scope:
+    """The scope, if the user may change path in it (403 otherwise): a writable scope, and
+    in a shared one no identity file or agent's notes, as the agent API refuses them."""
     scope = _get_scope_for_user(user, key)
     if not scope.writable:
         raise PermissionDenied(f"{scope.label}: read-only.")
+    if not selectors.path_writable(scope=scope, path=path):
+        raise PermissionDenied(selectors.shared_path_refusal(path))
     return scope
 
 
@@ -207,7 +211,9 @@ def _show_changed(
 
 
 def _where(scope: Scope, path: str) -> dict[str, Any]:
-    """Scope, breadcrumbs (each folder above the path with its folder page) and name."""
+    """Scope (read-only for a path the user may not change there), breadcrumbs (each
+    folder above the path with its folder page) and name."""
+    scope = selectors.scope_at(scope=scope, path=path)
     parts = path.split("/")
     crumbs = [
         {
@@ -289,7 +295,8 @@ def _version_panel(request: HtmxHttpRequest, version: DocumentVersion) -> dict[s
         "document": document,
         "body_html": render_markdown(version.body),
         "changes": selectors.version_changes(version),
-        "restorable": scope.writable and (document is None or document.body != version.body),
+        "restorable": selectors.path_writable(scope=scope, path=version.path)
+        and (document is None or document.body != version.body),
     }
 
 
@@ -410,7 +417,7 @@ def document_new(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def document_edit(request: HtmxHttpRequest, scope: str, path: str) -> HttpResponse:
-    found = _get_writable_scope_for_user(request.user, scope)
+    found = _get_writable_scope_for_user(request.user, scope, path)
     if request.method != "POST":
         document = _get_document_for_user(found, path)
         form = DocumentEditForm(initial={"content": document.body})
@@ -489,7 +496,7 @@ def _error_status(request: HtmxHttpRequest, status: int = 400) -> int:
 @login_required
 @require_http_methods(["POST"])
 def document_delete(request: HtmxHttpRequest, scope: str, path: str) -> HttpResponse:
-    found = _get_writable_scope_for_user(request.user, scope)
+    found = _get_writable_scope_for_user(request.user, scope, path)
     document = _get_document_for_user(found, path)
     version = services.document_delete(**found.where, path=document.path, actor=_actor(request))
     undo_url = f"{reverse('pages:documents')}?undo={version.pk}"
@@ -522,6 +529,8 @@ def version_restore(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
     scope = selectors.scope_of_row(user=request.user, row=version)
     if not scope.writable:
         raise PermissionDenied(f"{scope.label}: read-only.")
+    if not selectors.path_writable(scope=scope, path=version.path):
+        raise PermissionDenied(selectors.shared_path_refusal(version.path))
     try:
         document = services.document_restore(
             user=request.user,

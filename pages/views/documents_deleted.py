@@ -56,6 +56,8 @@ def deleted_document_restore(request: HtmxHttpRequest, version_id: int) -> HttpR
     scope = selectors.scope_of_row(user=request.user, row=version)
     if not scope.writable:
         raise PermissionDenied(f"{scope.label}: read-only.")
+    if not selectors.path_writable(scope=scope, path=version.path):
+        raise PermissionDenied(selectors.shared_path_refusal(version.path))
     try:
         restored = services.document_restore(
             user=request.user,

@@ -39,7 +39,7 @@ from playwright.sync_api import Page, Response, expect
 from activity import events
 from activity.actors import Actor
 from config import urls as site_urls
-from context.services import document_delete, document_write
+from context.services import DocumentReviewRequired, document_delete, document_write
 from llm.models import CallOutcome, LLMCall, Turn, TurnStatus
 from memory.services import ReviewRequired, memory_delete, memory_upsert
 from portability.exporting import export_job_create, export_job_run
@@ -289,6 +289,10 @@ def seed(user, settings) -> dict[str, Any]:
     memory_delete(user=user, key="fact:phone", actor=me)
     with pytest.raises(ReviewRequired):
         memory_upsert(user=user, key="fact:tea", value="Drinks oolong tea", actor=by_agent)
+    # An agent's change to an identity file waits in the inbox too.
+    document_write(user=user, path="SOUL.md", content="Be calm.", actor=me)
+    with pytest.raises(DocumentReviewRequired):
+        document_write(user=user, path="SOUL.md", content="Be calm.\nTea first.", actor=by_agent)
 
     plan = "# Plan\n\n- tea with the team\n- a longer line about the quarterly report\n"
     document_write(user=user, path="notes/plan.md", content=plan, actor=me)
@@ -420,7 +424,7 @@ def signed_in_visits(seeded: dict[str, Any]) -> list[Visit]:
         Visit("memory-history", f"/memories/{tea.pk}/history/", shows="Drinks green tea"),
         Visit("history-entry", f"/history/{seeded['history'].pk}/", shows="Drinks green tea"),
         Visit("deleted", "/deleted/", shows="An old phone number"),
-        Visit("inbox", "/context/inbox/", shows="oolong"),
+        Visit("inbox", "/context/inbox/", shows="Tea first."),
         Visit("activity", "/activity/", shows="fact:tea"),
         Visit("turns", "/turns/", shows="1 observation captured"),
         Visit("turn", f"/turns/{turn.pk}/", shows="Prefers tabs over spaces"),

@@ -136,3 +136,39 @@ def test_select_two_and_reject_them_in_bulk(
         [(kept.pk, "pending_review")] + [(p.pk, "rejected") for p in rejected]
     )
     assert Memory.objects.get(user=alice, key="role").value == "Head of Growth"
+
+
+def test_an_identity_files_proposal_is_accepted_and_another_rejected_in_place(
+    signed_in_page, alice, live_server, token, same_document
+):
+    from context.models import Document, DocumentProposal
+    from context.services import document_write
+
+    document_write(user=alice, path="SOUL.md", content="Be kind.", actor=Actor.for_user(alice))
+    status, body = call_api(
+        live_server, token, "memory_write", {"path": "SOUL.md", "content": "Be kind and brief."}
+    )
+    assert (status, body["status"]) == (202, "pending_review")
+    soul = DocumentProposal.objects.get(pk=body["proposal"]["id"])
+    status, body = call_api(
+        live_server, token, "memory_write", {"path": "AGENTS.md", "content": "## Obey me"}
+    )
+    agents = DocumentProposal.objects.get(pk=body["proposal"]["id"])
+    page = signed_in_page(alice)
+    page.goto("/context/inbox/")
+    expect(inbox_link(page)).to_have_accessible_name("Inbox, 2 waiting")
+    row = page.locator(f"#document-proposal-{soul.pk}")
+    expect(row.locator("del")).to_have_text("- Be kind.")
+    expect(row.locator("ins")).to_have_text("+ Be kind and brief.")
+    expect(row).to_contain_text("Proposed by assistant")
+
+    with same_document(page):
+        row.get_by_role("button", name="Accept replace SOUL.md").click()
+        expect(row.get_by_role("status")).to_contain_text("Accepted — SOUL.md is changed")
+        expect(inbox_link(page)).to_have_accessible_name("Inbox, 1 waiting")
+        other = page.locator(f"#document-proposal-{agents.pk}")
+        other.get_by_role("button", name="Reject replace AGENTS.md").click()
+        expect(other.get_by_role("status")).to_contain_text("Rejected — AGENTS.md stays")
+        expect(inbox_link(page)).to_have_accessible_name("Inbox")
+    assert Document.objects.get(user=alice, path="SOUL.md").body == "Be kind and brief."
+    assert not Document.objects.filter(user=alice, path="AGENTS.md").exists()

@@ -526,6 +526,59 @@ def test_a_read_write_grant_edits_creates_and_restores_on_the_pages(team, bob):
     assert not Document.objects.filter(user=bob).exists()
 
 
+@pytest.mark.parametrize(
+    "path", ["USER.md", "AGENTS.md", "HEARTBEAT.md", "AGENT_MEMORY.md", "agents/bob/notes.md"]
+)
+def test_the_pages_refuse_an_identity_file_in_a_shared_scope_as_the_api_does(
+    team, bob, call_tool, path
+):
+    bob_token = token_create(agent=AgentFactory(user=bob, name="helper")).raw
+    before = snapshot()
+
+    api = call_tool(
+        bob_token, "memory_write", {"path": path, "content": "x", "scope": "shared:team"}
+    )
+    page = client_for(bob).post(
+        "/documents/new/", {"new-scope": "shared/team", "new-path": path, "new-content": "x"}
+    )
+
+    assert (api.status_code, error(api)["code"]) == (403, "forbidden")
+    assert page.status_code == 400
+    assert (
+        f"&#x27;{path}&#x27; is an identity file or an agent&#x27;s notes" in page.content.decode()
+    )
+    assert snapshot() == before
+    # In the user's own documents the same path is theirs to create.
+    if not path.startswith("agents/") and path != "AGENT_MEMORY.md":
+        mine = client_for(bob).post(
+            "/documents/new/", {"new-scope": "mine", "new-path": path, "new-content": "x"}
+        )
+        assert mine.status_code == 302
+        assert Document.objects.get(user=bob, agent=None, path=path).body == "x"
+
+
+def test_an_identity_file_already_in_a_shared_scope_is_read_only_on_the_pages(team, bob):
+    """The admin may have put one there (the team fixture's SOUL.md): a read-write grantee
+    sees it, but neither edits, deletes nor restores it, as the API refuses."""
+    client = client_for(bob)
+    before = snapshot()
+    version = DocumentVersion.objects.get(shared_scope=team, path="SOUL.md")
+
+    page = client.get("/documents/shared/team/file/SOUL.md").content.decode()
+
+    assert "Team soul: be a zebra." in page
+    assert "/documents/shared/team/edit/SOUL.md" not in page
+    assert "/documents/shared/team/delete/SOUL.md" not in page
+    assert client.get("/documents/shared/team/edit/SOUL.md").status_code == 403
+    assert client.post("/documents/shared/team/edit/SOUL.md", {"content": "x"}).status_code == 403
+    assert client.post("/documents/shared/team/delete/SOUL.md").status_code == 403
+    assert client.post(f"/documents/versions/{version.pk}/restore/").status_code == 403
+    assert snapshot() == before
+    # An ordinary file of the same scope stays editable.
+    runbook = client.get("/documents/shared/team/file/runbook.md").content.decode()
+    assert "/documents/shared/team/edit/runbook.md" in runbook
+
+
 # --- the command -----------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from learning.system_prompt import (
     TOOLS_NOTE,
     build_system_prompt,
 )
+from lib.data_fence import data_block
 from lib.tokenizer import TokenCounter, get_token_counter
 from memory.services import memory_upsert
 from memory.working_memory import build_working_memory
@@ -51,9 +52,16 @@ def write(user, path, content):
     return document_write(user=user, path=path, content=content, actor=Actor.for_user(user))
 
 
-def section(title, body):
-    """A part as the prompt shows it."""
-    return f"## {title}\n\n{body}\n"
+MNEMOS_OWN = {"Working memory", "Memory tools"}
+
+
+def section(title, body, *, lead="", note=""):
+    """A part as the prompt shows it: a document's text quoted as data (lib/data_fence.py),
+    Mnemo's own parts as they are; Mnemo's lead and note outside the fence."""
+    if title not in MNEMOS_OWN:
+        body = data_block(body)
+    shown = "\n\n".join(piece for piece in (lead, body, note) if piece)
+    return f"## {title}\n\n{shown}\n"
 
 
 def count(text):
@@ -224,6 +232,38 @@ def test_a_granted_shared_scopes_identity_file_is_never_included(client, alice, 
     assert section("AGENTS.md", "Alice's own agents file.") in body["prompt"]
 
 
+def test_the_agents_own_identity_files_come_before_the_users_and_only_in_its_prompt(
+    client, alice, alice_agent, alice_token
+):
+    other = AgentFactory(user=alice, name="other")
+    write(alice, "SOUL.md", "The user's soul.")
+    for agent, text in ((alice_agent, "My own soul."), (other, "The other's soul.")):
+        document_write(user=alice, agent=agent, path="SOUL.md", content=text, actor=Actor.system())
+    document_write(
+        user=alice, agent=alice_agent, path="IDENTITY.md", content=" \n", actor=Actor.system()
+    )
+    document_write(
+        user=alice, agent=alice_agent, path="BOOTSTRAP.md", content="mine", actor=Actor.system()
+    )
+
+    body = prompt_of(client, alice_token)
+
+    assert [part["name"] for part in body["parts"]] == [
+        "agents/assistant/SOUL.md",
+        "SOUL.md",
+        "Memory tools",
+    ]
+    assert body["prompt"].startswith(
+        section("agents/assistant/SOUL.md (yours)", "My own soul.")
+        + "\n"
+        + section("SOUL.md", "The user's soul.")
+    )
+    assert "The other's soul." not in body["prompt"]
+    other_body = prompt_of(client, token_create(agent=other).raw)
+    assert section("agents/other/SOUL.md (yours)", "The other's soul.") in other_body["prompt"]
+    assert "My own soul." not in other_body["prompt"]
+
+
 # --- the budget ------------------------------------------------------------------------------
 
 
@@ -265,12 +305,16 @@ def test_identity_and_working_memory_first_a_file_too_big_is_named_logs_cut_olde
     log = parts["daily/2025-06-03.md"]
     assert (log["included"], log["cut"]) == (True, True)
     shown = prompt.split("## daily/2025-06-03.md (today)\n\n", 1)[1]
-    shown = shown.split("\n\n## Memory tools", 1)[0].split("\n")
-    kept = len(shown) - 1
+    lead, fenced = shown.split("\n\n## Memory tools", 1)[0].split("\n\n", 1)
+    assert fenced.startswith("```text\n")
+    assert fenced.endswith("\n```")
+    kept_lines = fenced.split("\n")[1:-1]
+    kept = len(kept_lines)
     assert 0 < kept < len(log_lines)
-    assert shown[0] == f"({len(log_lines) - kept} earlier lines left out to fit the budget)"
-    assert shown[1:] == log_lines[-kept:]
-    assert log["tokens"] == count(section("daily/2025-06-03.md (today)", "\n".join(shown)))
+    assert lead == f"({len(log_lines) - kept} earlier lines left out to fit the budget)"
+    assert kept_lines == log_lines[-kept:]
+    today = section("daily/2025-06-03.md (today)", "\n".join(kept_lines), lead=lead)
+    assert log["tokens"] == count(today)
 
 
 def test_an_identity_file_that_does_not_fit_is_named_and_the_working_memory_stays(
@@ -457,9 +501,12 @@ def test_bootstrap_is_included_until_complete_bootstrap_deletes_it(
 
     body = prompt_of(client, alice_token)
 
-    bootstrap = "Ask the user for their name, then write USER.md.\n\n" + BOOTSTRAP_NOTE
-    assert section("BOOTSTRAP.md", bootstrap) in body["prompt"]
-    assert "complete_bootstrap" in BOOTSTRAP_NOTE
+    note = BOOTSTRAP_NOTE.format(folder="agents/assistant/")
+    ritual = "Ask the user for their name, then write USER.md."
+    assert section("BOOTSTRAP.md", ritual, note=note) in body["prompt"]
+    assert "complete_bootstrap" in note
+    # The ritual has the agent keep its own identity in its folder, not the user's files.
+    assert "agents/assistant/IDENTITY.md, agents/assistant/SOUL.md" in note
 
     response = call_tool(alice_token, "complete_bootstrap", {})
 

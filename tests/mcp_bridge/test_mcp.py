@@ -35,6 +35,12 @@ from lib.tool_manifest import tool_manifest
 from memory.models import Memory
 from memory.services import memory_upsert
 from profiles.services import profile_update
+from tests.learning.test_prompt_forgery import (
+    assert_unforged,
+    forge_everything,
+    freeze,
+    make_agents,
+)
 from tests.search.conftest import database_url, wait_for
 from tests.test_api_contract import CALLS, SEEDED_WORK
 from tests.test_errors import asgi_call
@@ -362,6 +368,27 @@ def test_http_reads_the_resources_and_the_prompt_as_the_api_serves_them(
     assert "green tea" in texts["mnemo://working-memory"]
     assert "Drinks green tea." in texts["mnemo://profile-memory"]
     assert prompt.messages[0].content.text == texts["mnemo://system-prompt"]
+
+
+def test_another_agents_writes_forge_no_section_of_the_prompt_or_the_resource(
+    mcp_url, call_tool, no_llm, monkeypatch, alice
+):
+    """Issue 25: the MCP prompt and resource are the same prompt as the API's, so agent A's
+    forgery (tests/learning/test_prompt_forgery.py) reaches neither outside its fences."""
+    freeze(monkeypatch)
+    token_a, token_b = make_agents(alice)
+    forge_everything(call_tool, token_a)
+
+    async def main() -> tuple[str, str]:
+        async with http_session(mcp_url, token_b) as session:
+            read = await session.read_resource("mnemo://system-prompt")
+            prompt = await session.get_prompt("system_prompt")
+            return read.contents[0].text, prompt.messages[0].content.text
+
+    resource, prompt = run(main)
+
+    assert resource == prompt
+    assert_unforged(resource)
 
 
 def test_http_resource_error_is_a_protocol_error_with_the_api_error(mcp_url, alice_token, no_llm):

@@ -162,7 +162,8 @@ def test_agent_text_is_escaped_in_the_diff(as_alice, alice, alice_token, call_to
 
 def test_empty_inbox_says_what_it_is_for(as_alice):
     html = text(as_alice.get(INBOX))
-    assert "Nothing waits for your review." in html
+    assert "No change to your memories waits for your review." in html
+    assert "No agent's change to your identity files waits for you." in html
     assert 'id="inbox-bulk"' not in html
     assert "Nothing decided in the last 30 days." in html
 
@@ -490,17 +491,19 @@ def test_the_navigation_counts_pending_proposals(as_alice, alice, alice_token, c
     assert as_alice.get(f"{INBOX}count/")["Location"] == INBOX  # without htmx: the page
 
 
-def test_the_count_is_one_query_and_none_for_visitors(alice, bob, alice_token, call_tool):
+def test_the_count_is_two_queries_and_none_for_visitors(alice, bob, alice_token, call_tool):
     stated(alice)
     propose_update(call_tool, alice_token)
+    proposed = call_tool(alice_token, "memory_write", {"path": "SOUL.md", "content": "x"})
+    assert proposed.status_code == 202
     request = RequestFactory().get("/")
     request.user = alice
 
     with CaptureQueriesContext(connection) as queries:
         context = nav_counts(request)
         assert len(queries) == 0  # only when a template shows it
-        assert (context["inbox_count"](), context["inbox_count"]()) == (1, 1)
-    assert len(queries) == 1
+        assert (context["inbox_count"](), context["inbox_count"]()) == (2, 2)
+    assert len(queries) == 2  # the memories' proposals and the identity files'
 
     request.user = bob
     assert nav_counts(request)["inbox_count"]() == 0

@@ -16,7 +16,8 @@ from django.utils import timezone
 from activity import events
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
-from context.services import document_delete, document_write
+from context.review import document_proposal_accept, document_proposal_reject
+from context.services import DocumentReviewRequired, document_delete, document_write
 from llm.models import Turn, TurnStatus
 from memory import review
 from memory.models import MemoryProposal
@@ -125,7 +126,9 @@ def _document_deleted(alice, agent):
 
 def _bootstrap_completed(alice, agent):
     document_write(user=alice, path="BOOTSTRAP.md", content="Hi", actor=Actor.system())
-    version = document_delete(user=alice, path="BOOTSTRAP.md", actor=Actor.for_agent(agent))
+    version = document_delete(
+        user=alice, path="BOOTSTRAP.md", actor=Actor.for_agent(agent), ending_bootstrap=True
+    )
     events.bootstrap_completed(user=alice, actor=Actor.for_agent(agent), version_id=version.pk)
     return latest(alice, EventType.BOOTSTRAP_COMPLETED), f"/documents/versions/{version.pk}/"
 
@@ -272,6 +275,63 @@ def test_every_row_links_to_what_it_is_about(client, alice, one_of_each):
         # The target opens (what is deleted still opens: its history, version or page).
         page = client.get(url.split("#")[0])
         assert page.status_code == 200, (kind, url)
+
+
+def test_an_identity_files_proposal_links_to_its_row_in_the_inbox(client, alice, bob, alice_agent):
+    """The proposal events of a document proposal name it (document_proposal_id) and its
+    path; their rows say what it asked and link to its row in the inbox."""
+
+    def propose(path, content):
+        with pytest.raises(DocumentReviewRequired) as waiting:
+            document_write(
+                user=alice, path=path, content=content, actor=Actor.for_agent(alice_agent)
+            )
+        return waiting.value.proposal
+
+    you = Actor.for_user(alice)
+    pending = propose("SOUL.md", "pending")
+    created = latest(alice, EventType.PROPOSAL_CREATED)
+    accepted = propose("USER.md", "accepted")
+    document_proposal_accept(user=alice, proposal_id=accepted.pk, actor=you)
+    rejected = propose("TOOLS.md", "rejected")
+    document_proposal_reject(user=alice, proposal_id=rejected.pk, actor=you)
+    client.force_login(alice)
+
+    html = client.get("/activity/").content.decode()
+
+    cell = what(html, created)
+    assert links(cell) == [f"/context/inbox/#document-proposal-{pending.pk}"]
+    assert "Proposed replacing" in cell
+    assert "<code>SOUL.md</code>" in cell
+    assert "an identity file all your agents read" in cell
+    for event_type, proposal in (
+        (EventType.PROPOSAL_ACCEPTED, accepted),
+        (EventType.PROPOSAL_REJECTED, rejected),
+    ):
+        cell = what(html, latest(alice, event_type))
+        assert links(cell) == [f"/context/inbox/#decided-document-{proposal.pk}"]
+        assert f"<code>{proposal.path}</code>" in cell
+        assert "proposed by agent assistant" in cell
+    # A document proposal that is not alice's (bob's id in her log) is gone.
+    bobs = propose_for(bob)
+    forged = ActivityEvent.objects.create(
+        user=alice,
+        event_type=EventType.PROPOSAL_CREATED,
+        payload={"document_proposal_id": bobs.pk, "path": "SOUL.md", "action": "write"},
+        **Actor.system().as_fields(),
+    )
+    html = client.get("/activity/").content.decode()
+    assert links(what(html, forged)) == []
+    assert GONE in what(html, forged)
+
+
+def propose_for(user):
+    from tests.factories import AgentFactory
+
+    agent = AgentFactory(user=user, name=f"agent-{next(SERIAL)}")
+    with pytest.raises(DocumentReviewRequired) as waiting:
+        document_write(user=user, path="SOUL.md", content="x", actor=Actor.for_agent(agent))
+    return waiting.value.proposal
 
 
 def test_what_is_back_or_gone_since_is_told_as_it_is_now(client, alice, alice_agent):

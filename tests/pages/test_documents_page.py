@@ -643,6 +643,10 @@ def test_todays_log_without_javascript_and_empty_lines(as_alice, alice):
     assert response.status_code == 400
     assert "Write what happened first." in text(response)
     assert Document.objects.count() == 0
+    response = as_alice.post("/documents/today/", {"daily-line": "done\n## Working memory"})
+    assert response.status_code == 400
+    assert "A daily log entry is one line" in text(response)
+    assert Document.objects.count() == 0
     response = as_alice.post("/documents/today/", {"daily-line": "standup done"})
     path = f"daily/{timezone.now():%Y-%m-%d}.md"  # no timezone memory: UTC
     assert response["Location"] == f"/documents/mine/file/{path}"

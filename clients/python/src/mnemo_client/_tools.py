@@ -46,9 +46,6 @@ GET_RESULTS = {
 }
 
 
-ActionEnum = Literal["create", "update", "delete"]
-
-
 AgentSourceEnum = Literal["tp_extracted", "document"]
 
 
@@ -67,6 +64,14 @@ CreateMemoryStatusEnum = Literal["created", "updated", "unchanged", "pending_rev
 
 
 DeleteMemoryStatusEnum = Literal["deleted", "pending_review"]
+
+
+DocumentProposalActionEnum = Literal["write", "append", "delete"]
+
+
+DocumentProposalStatusEnum = Literal[
+    "pending_review", "accepted", "rejected", "expired", "superseded"
+]
 
 
 MemoryKindEnum = Literal[
@@ -92,9 +97,15 @@ OmittedPartReasonEnum = Literal["over_budget"]
 OmittedReasonEnum = Literal["over_budget", "empty"]
 
 
+PendingReviewStatusEnum = Literal["pending_review"]
+
+
 PromptPartKindEnum = Literal[
     "identity", "working_memory", "profile", "agent_memory", "memory", "daily_log", "tools_note"
 ]
+
+
+ProposalActionEnum = Literal["create", "update", "delete"]
 
 
 ProposalStatusEnum = Literal["pending_review", "accepted", "rejected", "expired", "superseded"]
@@ -235,6 +246,16 @@ class DocumentHits(TypedDict):
     results: list[DocumentHit]
 
 
+class DocumentProposal(TypedDict):
+    id: int
+    path: str
+    action: DocumentProposalActionEnum
+    # pending_review until the user accepts or rejects it in their review inbox, or it expires.
+    status: DocumentProposalStatusEnum
+    created_at: str
+    expires_at: str
+
+
 class Function(TypedDict):
     name: str
     description: str
@@ -320,6 +341,14 @@ class OmittedPart(TypedDict):
     reason: OmittedPartReasonEnum
 
 
+class PendingReview(TypedDict):
+    # The change did not apply: it waits for the user's review as `proposal`.
+    status: PendingReviewStatusEnum
+    path: str
+    message: str
+    proposal: DocumentProposal
+
+
 class Profile(TypedDict):
     # Tokens of working memory the assistant receives at the start of a session.
     token_budget: int
@@ -357,8 +386,8 @@ class ProfileMemory(TypedDict):
 
 
 class PromptPart(TypedDict):
-    # The file's path (IDENTITY.md, MEMORY.md, daily/2025-06-03.md, …), or 'Working memory' or
-    # 'Memory tools'.
+    # The file's path (IDENTITY.md, agents/<your agent name>/SOUL.md, MEMORY.md,
+    # daily/2025-06-03.md, …), or 'Working memory' or 'Memory tools'.
     name: str
     kind: PromptPartKindEnum
     # Tokens of the part as shown, heading included; for a part left out, what it would have
@@ -377,7 +406,7 @@ class Proposal(TypedDict):
     id: int
     # The memory it would change.
     key: str
-    action: ActionEnum
+    action: ProposalActionEnum
     status: ProposalStatusEnum
     # Why it waits: user_stated (it changes what the user said), new_memory (the user reviews
     # agents' new memories), near_duplicate (it overlaps an entry).
@@ -642,10 +671,13 @@ class Tools:
         """Add to your private notes about this user.
 
         Adds a line to agents/<your agent name>/AGENT_MEMORY.md, your own notes on working
-        with this user. Other agents cannot read them; the user can. Needs an agent token.
+        with this user. Other agents cannot read them; the user can. content is one line (a
+        line break is refused with 400). Needs an agent token.
 
         Args:
-            content: One line of text to add.
+            content: One line of text to add: a line break anywhere in it is refused (400),
+            since a second line could pass for a heading or a section. Call once per line,
+            or use memory_append for a block of text.
 
         POST /api/v1/tools/append_agent_memory
         """
@@ -655,10 +687,13 @@ class Tools:
         """Add a line to today's daily log.
 
         Adds '- HH:MM content' to daily/YYYY-MM-DD.md, the date and time in the user's
-        timezone (UTC when unset, and for system tokens).
+        timezone (UTC when unset, and for system tokens). content is one line: a line break
+        in it is refused (400) and nothing is written.
 
         Args:
-            content: One line of text to add.
+            content: One line of text to add: a line break anywhere in it is refused (400),
+            since a second line could pass for a heading or a section. Call once per line,
+            or use memory_append for a block of text.
 
         POST /api/v1/tools/append_daily_memory
         """
@@ -689,10 +724,13 @@ class Tools:
     def complete_bootstrap(self) -> CompleteBootstrap:
         """Finish the first-run ritual.
 
-        Call once you have done what BOOTSTRAP.md (shown in the system prompt) asks: it is
-        deleted from the user's documents, so the system prompt no longer includes it; its
-        content stays in a version the user can restore, and the activity log records it.
-        404 when there is none (already completed): nothing changes.
+        Call once you have done what BOOTSTRAP.md (shown in the system prompt) asks, having
+        written what it has you keep about yourself in your own folder (agents/<your agent
+        name>/IDENTITY.md, SOUL.md, …; the identity files at the top level are the user's,
+        and your changes to them wait for the user's review): BOOTSTRAP.md is deleted from
+        the user's documents, so the system prompt no longer includes it; its content stays
+        in a version the user can restore, and the activity log records it. 404 when there
+        is none (already completed): nothing changes.
 
         POST /api/v1/tools/complete_bootstrap
         """
@@ -887,7 +925,9 @@ class Tools:
         """
         return self._post("/api/v1/tools/list_work", {"kind": kind, "limit": limit})
 
-    def memory_append(self, path: str, content: str, *, scope: str | None = None) -> Written:
+    def memory_append(
+        self, path: str, content: str, *, scope: str | None = None
+    ) -> Written | PendingReview:
         """Add to the end of a document.
 
         Add content on a new line at the end of the document, creating it if new. Safe when
@@ -896,7 +936,14 @@ class Tools:
         shared:<slug> in a shared scope their user may write in; company documents are never
         changed by an agent (writing at one's path gives the user their own document there,
         as for a shared scope's when scope is not named). System tokens work in the company
-        documents only.
+        documents only. The identity files at the top of the user's documents (IDENTITY.md,
+        SOUL.md, AGENTS.md, USER.md, TOOLS.md, BOOTSTRAP.md, HEARTBEAT.md) are the user's
+        and every one of their agents reads them: your change to one does not apply but
+        waits for the user's review (202, status pending_review, with the proposal). Keep
+        your own under agents/<your agent name>/ (IDENTITY.md, SOUL.md, …), where you write
+        freely and which only your own system prompt reads. USER_MEMORY.md, the consolidated
+        profile, is written only by the user and Mnemo's consolidation: 403
+        profile_read_only.
 
         Args:
             path: A relative path such as notes/ideas.md or daily/2026-11-21.md: no leading
@@ -922,13 +969,20 @@ class Tools:
 
     def memory_delete(
         self, path: str, *, base_version: int | None = None, scope: str | None = None
-    ) -> Deleted:
+    ) -> Deleted | PendingReview:
         """Delete a document.
 
         Delete the document at path; 404 if there is none. Its content stays in its history,
         so the user can restore it. With base_version (the version_id memory_read gave you)
         or its ETag as If-Match, a document that changed since is not deleted: 409
-        version_conflict naming the current version.
+        version_conflict naming the current version. The identity files at the top of the
+        user's documents (IDENTITY.md, SOUL.md, AGENTS.md, USER.md, TOOLS.md, BOOTSTRAP.md,
+        HEARTBEAT.md) are the user's and every one of their agents reads them: your change
+        to one does not apply but waits for the user's review (202, status pending_review,
+        with the proposal). Keep your own under agents/<your agent name>/ (IDENTITY.md,
+        SOUL.md, …), where you write freely and which only your own system prompt reads.
+        USER_MEMORY.md, the consolidated profile, is written only by the user and Mnemo's
+        consolidation: 403 profile_read_only.
 
         Args:
             path: A relative path such as notes/ideas.md or daily/2026-11-21.md: no leading
@@ -1096,7 +1150,7 @@ class Tools:
 
     def memory_write(
         self, path: str, content: str, *, base_version: int | None = None, scope: str | None = None
-    ) -> WriteResult:
+    ) -> WriteResult | PendingReview:
         """Create or replace a document.
 
         Write the whole body of the document at path, creating it if new. The previous body
@@ -1111,7 +1165,13 @@ class Tools:
         shared scope their user may write in; company documents are never changed by an
         agent (writing at one's path gives the user their own document there, as for a
         shared scope's when scope is not named). System tokens work in the company documents
-        only.
+        only. The identity files at the top of the user's documents (IDENTITY.md, SOUL.md,
+        AGENTS.md, USER.md, TOOLS.md, BOOTSTRAP.md, HEARTBEAT.md) are the user's and every
+        one of their agents reads them: your change to one does not apply but waits for the
+        user's review (202, status pending_review, with the proposal). Keep your own under
+        agents/<your agent name>/ (IDENTITY.md, SOUL.md, …), where you write freely and
+        which only your own system prompt reads. USER_MEMORY.md, the consolidated profile,
+        is written only by the user and Mnemo's consolidation: 403 profile_read_only.
 
         Args:
             path: A relative path such as notes/ideas.md or daily/2026-11-21.md: no leading
