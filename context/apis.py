@@ -112,6 +112,14 @@ DOCUMENT_ERRORS = {
         "No document at 'x.md'.",
         "path",
     ),
+    422: error_response(
+        "The content (or path) looks like a credential: an API key, a private key, a "
+        "password, a card number, a bearer token, … Agents never store one in a document (one "
+        "the document held already may stay). Nothing was written.",
+        "secret_refused",
+        "This looks like a GitHub token; Mnemo does not store credentials in documents.",
+        "content",
+    ),
 }
 
 
@@ -507,7 +515,7 @@ class DocumentWriteApi(WorkspaceToolApi):
         parameters=[IF_MATCH, ETAG_HEADER, CONFLICT_ETAG_HEADER],
         responses={
             200: WriteResultSerializer,
-            **document_errors(400, 401, 403, 404, 413, 429),
+            **document_errors(400, 401, 403, 404, 413, 422, 429),
             409: VERSION_CONFLICT_RESPONSE,
         },
         examples=[
@@ -565,7 +573,7 @@ class DocumentAppendApi(WorkspaceToolApi):
         request=AppendInput,
         responses={
             200: WrittenSerializer,
-            **document_errors(400, 401, 403, 404, 409, 413, 429),
+            **document_errors(400, 401, 403, 404, 409, 413, 422, 429),
         },
         examples=[
             OpenApiExample(
@@ -656,7 +664,7 @@ class DailyAppendApi(WorkspaceToolApi):
         description="Adds '- HH:MM content' to daily/YYYY-MM-DD.md, the date and time in the "
         "user's timezone (UTC when unset, and for system tokens).",
         request=ContentInput,
-        responses={200: WrittenSerializer, **document_errors(400, 401, 409, 413, 429)},
+        responses={200: WrittenSerializer, **document_errors(400, 401, 409, 413, 422, 429)},
         examples=[
             OpenApiExample("Log", value={"content": "Sent the weekly report"}, request_only=True),
         ],
@@ -676,7 +684,10 @@ class AgentMemoryAppendApi(ToolApi):
         "notes on working with this user. Other agents cannot read them; the user can. "
         "Needs an agent token.",
         request=ContentInput,
-        responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
+        responses={
+            200: WrittenSerializer,
+            **document_errors(400, 401, 403, 409, 413, 422, 429),
+        },
         examples=[
             OpenApiExample(
                 "Note",

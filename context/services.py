@@ -21,6 +21,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from activity import events
+from activity.actors import ActorKind
 from context.models import (
     Document,
     DocumentChunk,
@@ -31,7 +32,8 @@ from context.models import (
     VersionAction,
 )
 from context.paths import InvalidPath, normalize_folder, normalize_path
-from lib.errors import Conflict, InvalidInput, NotFound, VersionConflict
+from lib.credentials import find_credentials, refuse_credentials
+from lib.errors import Conflict, InvalidInput, NotFound, SecretRefused, VersionConflict
 from memory.selectors import user_zone
 from profiles.services import agent_check_owner, check_agents_may_write
 from search.chunking import split_into_chunks
@@ -102,6 +104,7 @@ def document_write(
     scope = _scope(user, agent, shared_scope)
     path = _writable_path(user, agent, path)
     content = _clean_content(content)
+    _refuse_credentials(actor, path=path, content=content, scope=scope)
     with transaction.atomic():
         check_agents_may_write(user=_acting_for(user, shared_scope, actor), actor=actor)
         document, created = Document.objects.select_for_update().get_or_create(
@@ -139,6 +142,7 @@ def document_append(
     scope = _scope(user, agent, shared_scope)
     path = _writable_path(user, agent, path)
     content = _clean_content(content)
+    _refuse_credentials(actor, path=path, content=content)
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
     with transaction.atomic():
@@ -556,6 +560,31 @@ def _writable_path(user: AbstractBaseUser | None, agent: Agent | None, path: obj
             "place, or another name.",
         )
     return path
+
+
+def _refuse_credentials(
+    actor: Actor, *, path: str, content: str, scope: dict[str, object] | None = None
+) -> None:
+    """Secrets never become memories, documents included: an agent's or the system's
+    write whose path or content looks like a credential (lib/credentials.py) raises
+    SecretRefused, and nothing is written. With `scope` (a write of the whole body), a
+    credential the document holds already passes: the user may have put one there (their
+    writes are not refused; Document.credential lets the pages warn), and an agent that
+    edits the rest of the document keeps it as it is."""
+    if actor.kind == ActorKind.USER:
+        return
+    refuse_credentials(path, field="path", where=IN_DOCUMENTS)
+    found = find_credentials(content)
+    if found and scope is not None:
+        body = Document.objects.filter(**scope, path=path).values_list("body", flat=True).first()
+        found = [c for c in found if content[c.start : c.end] not in (body or "")]
+    if found:
+        raise SecretRefused(
+            kind=found[0].kind, label=found[0].label, field="content", where=IN_DOCUMENTS
+        )
+
+
+IN_DOCUMENTS = "in documents"
 
 
 def _clean_content(content: object) -> str:

@@ -40,6 +40,8 @@ import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from lib.errors import SecretRefused
+
 
 @dataclass(frozen=True)
 class Credential:
@@ -579,3 +581,17 @@ def redact(text: str) -> str:
     for credential in reversed(find_credentials(text)):
         text = f"{text[: credential.start]}[removed: {credential.label}]{text[credential.end :]}"
     return text
+
+
+def refuse_credentials(text: object, *, field: str, where: str = "as memories") -> None:
+    """SecretRefused naming the first credential in `text` (a str, or a list of them, each
+    checked alone: two tags never make one card number). Anything else passes: the
+    caller's own checks refuse what is not text."""
+    for item in text if isinstance(text, list | tuple) else (text,):
+        if isinstance(item, str) and (found := find_credential(item)) is not None:
+            raise SecretRefused(kind=found.kind, label=found.label, field=field, where=where)
+
+
+def saved_warning(credential: Credential) -> str:
+    """What a page says after the user saved a credential (the user may; agents may not)."""
+    return f"This looks like {credential.label}: your agents will read it."
