@@ -7,7 +7,8 @@ class MnemoError(Exception):
     """An answer of 4xx/5xx from Mnemo, or no answer at all (status None).
 
     `code` is the API's machine-readable code (not_found, invalid, memory_paused,
-    version_conflict, secret_refused, rate_limited, …), `field` the argument at fault when there is one.
+    version_conflict, secret_refused, rate_limited, …), `field` the argument at fault when
+    there is one.
     """
 
     def __init__(
