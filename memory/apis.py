@@ -849,7 +849,7 @@ class PromoteMemoryApi(ToolApi):
         responses={
             200: UpdateResultSerializer,
             202: UpdateResultSerializer,
-            **error_responses(400, 401, 403, 404, 409, 413, 422, 429),
+            **error_responses(400, 401, 403, 404, 409, 413, 429),
         },
         examples=[
             OpenApiExample("Pin", value={"key": "preference:report-format"}, request_only=True),
