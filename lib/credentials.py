@@ -67,7 +67,7 @@ class _Rule:
     lowered: bool = False
     check: Callable[[re.Match[str]], bool] | None = None
     anchored: bool = True
-    # A cheaper question first, for a whole family of rules at once (see _Gates).
+    # A cheaper question first, for a whole family of rules at once (see _open_gates).
     gate: str = ""
     ascii_needles: tuple[str, ...] = field(init=False)  # the needles an ASCII text can hold
 
@@ -141,17 +141,14 @@ def _card_network(digits: str) -> bool:
 
 
 def _is_card(match: re.Match[str]) -> bool:
-    text, before, after = (
-        match.group("secret"),
-        match.string[: match.start()],
-        match.string[match.end() :],
-    )
+    text, whole, start, end = match.group("secret"), match.string, match.start(), match.end()
+    before, after = whole[start - 1 : start] if start else "", whole[end : end + 2]
     # Not part of a word, a decimal number or a phone number ("+49…").
-    if before[-1:] in _NOT_BEFORE_CARD:
+    if before in _NOT_BEFORE_CARD:
         return False
     if after[:1].isascii() and (after[:1].isalpha() or after[:1] == "_"):
         return False
-    if after[:1] in ".," and after[1:2].isdigit():
+    if after[:1] in (".", ",") and after[1:2].isdigit():
         return False
     groups = re.split(r"[ -]", text)
     if len(groups) > 1:
@@ -504,7 +501,7 @@ RULES: tuple[_Rule, ...] = (
         "card_number",
         "a payment card number",
         # Every run of digits (with single spaces or dashes) long enough to be one.
-        r"(?P<secret>\d(?:[ -]?\d){12,})",
+        r"(?P<secret>[0-9](?:[ -]?[0-9]){12,})",
         ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9"),
         check=_is_card,
         anchored=False,
