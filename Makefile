@@ -44,6 +44,7 @@ bench: install
 	$(UV) run --frozen python bench/api.py
 	$(UV) run --frozen python bench/embeddings.py
 	$(UV) run --frozen python bench/duplicates.py
+	$(UV) run --frozen python bench/credentials.py
 	$(UV) run --frozen python bench/turns.py
 	$(UV) run --frozen python bench/mcp.py
 	$(UV) run --frozen python bench/export.py

@@ -140,6 +140,14 @@ DOCUMENT_ERRORS = {
         "No document at 'x.md'.",
         "path",
     ),
+    422: error_response(
+        "The content (or path) looks like a credential: an API key, a private key, a "
+        "password, a card number, a bearer token, … Agents never store one in a document (one "
+        "the document held already may stay). Nothing was written.",
+        "secret_refused",
+        "This looks like a GitHub token; Mnemo does not store credentials in documents.",
+        "content",
+    ),
 }
 
 
@@ -614,7 +622,7 @@ class DocumentWriteApi(WorkspaceToolApi):
         responses={
             200: WriteResultSerializer,
             202: PENDING_REVIEW_RESPONSE,
-            **document_errors(400, 401, 403, 404, 413, 429),
+            **document_errors(400, 401, 403, 404, 413, 422, 429),
             409: VERSION_CONFLICT_RESPONSE,
         },
         examples=[
@@ -677,7 +685,7 @@ class DocumentAppendApi(WorkspaceToolApi):
         responses={
             200: WrittenSerializer,
             202: PENDING_REVIEW_RESPONSE,
-            **document_errors(400, 401, 403, 404, 409, 413, 429),
+            **document_errors(400, 401, 403, 404, 409, 413, 422, 429),
         },
         examples=[
             OpenApiExample(
@@ -776,7 +784,7 @@ class DailyAppendApi(WorkspaceToolApi):
         "user's timezone (UTC when unset, and for system tokens). content is one line: a "
         "line break in it is refused (400) and nothing is written.",
         request=ContentInput,
-        responses={200: WrittenSerializer, **document_errors(400, 401, 409, 413, 429)},
+        responses={200: WrittenSerializer, **document_errors(400, 401, 409, 413, 422, 429)},
         examples=[
             OpenApiExample("Log", value={"content": "Sent the weekly report"}, request_only=True),
         ],
@@ -796,7 +804,10 @@ class AgentMemoryAppendApi(ToolApi):
         "notes on working with this user. Other agents cannot read them; the user can. "
         "content is one line (a line break is refused with 400). Needs an agent token.",
         request=ContentInput,
-        responses={200: WrittenSerializer, **document_errors(400, 401, 403, 409, 413, 429)},
+        responses={
+            200: WrittenSerializer,
+            **document_errors(400, 401, 403, 409, 413, 422, 429),
+        },
         examples=[
             OpenApiExample(
                 "Note",

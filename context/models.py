@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from activity.actors import ActorMixin
 from context.paths import MAX_PATH_LENGTH, InvalidPath, normalize_path
+from lib.credentials import Credential, find_credential
 from lib.search_fields import EmbeddingFields
 from memory.models import ProposalStatus
 
@@ -162,6 +163,12 @@ class Document(models.Model):
         "shared:<slug>"."""
         slug = self.shared_scope.slug if self.shared_scope_id is not None else None
         return self.scope_of(user_id=self.user_id, agent_id=self.agent_id, shared_slug=slug)
+
+    @property
+    def credential(self) -> Credential | None:
+        """What looks like a credential in the path or body (lib/credentials.py). Only the
+        user's writes can hold one (context/services.py refuses agents'); the pages warn."""
+        return find_credential(self.path) or find_credential(self.body)
 
     @staticmethod
     def scope_of(

@@ -42,7 +42,16 @@ from context.models import (
     VersionAction,
 )
 from context.paths import InvalidPath, normalize_folder, normalize_path
-from lib.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError, VersionConflict
+from lib.credentials import find_credentials, refuse_credentials
+from lib.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    SecretRefused,
+    ServiceError,
+    VersionConflict,
+)
 from memory.models import ProposalStatus
 from memory.selectors import user_zone
 from profiles.services import agent_check_owner, check_agents_may_write
@@ -155,6 +164,7 @@ def document_write(
     scope = _scope(user, agent, shared_scope)
     path = _writable_path(user, agent, path)
     content = _clean_content(content)
+    _refuse_credentials(actor, path=path, content=content, scope=scope)
     if _for_review(user, agent, shared_scope, path, actor):
         proposal = _propose(
             user=user,
@@ -203,6 +213,7 @@ def document_append(
     scope = _scope(user, agent, shared_scope)
     path = _writable_path(user, agent, path)
     content = _clean_content(content)
+    _refuse_credentials(actor, path=path, content=content)
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
     if _for_review(user, agent, shared_scope, path, actor):
@@ -744,6 +755,31 @@ def _writable_path(user: AbstractBaseUser | None, agent: Agent | None, path: obj
             "place, or another name.",
         )
     return path
+
+
+def _refuse_credentials(
+    actor: Actor, *, path: str, content: str, scope: dict[str, object] | None = None
+) -> None:
+    """Secrets never become memories, documents included: an agent's or the system's
+    write whose path or content looks like a credential (lib/credentials.py) raises
+    SecretRefused, and nothing is written. With `scope` (a write of the whole body), a
+    credential the document holds already passes: the user may have put one there (their
+    writes are not refused; Document.credential lets the pages warn), and an agent that
+    edits the rest of the document keeps it as it is."""
+    if actor.kind == ActorKind.USER:
+        return
+    refuse_credentials(path, field="path", where=IN_DOCUMENTS)
+    found = find_credentials(content)
+    if found and scope is not None:
+        body = Document.objects.filter(**scope, path=path).values_list("body", flat=True).first()
+        found = [c for c in found if content[c.start : c.end] not in (body or "")]
+    if found:
+        raise SecretRefused(
+            kind=found[0].kind, label=found[0].label, field="content", where=IN_DOCUMENTS
+        )
+
+
+IN_DOCUMENTS = "in documents"
 
 
 def _clean_content(content: object) -> str:

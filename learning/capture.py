@@ -40,8 +40,9 @@ from activity import events
 from activity.actors import Actor
 from activity.models import EventType
 from learning.outcomes import CapturedObservation, CaptureOutcome, Observation, ObservationStatus
+from lib.credentials import redact
 from lib.data_fence import data_block
-from lib.errors import LLMNotConfigured, ServiceError
+from lib.errors import LLMNotConfigured, SecretRefused, ServiceError
 from lib.tags import TAG_PATTERN, normalize_tag
 from llm.client import LLMBudgetReached, LLMUnavailable, complete, llm_configured
 from memory.models import Source
@@ -525,6 +526,8 @@ def _store(turn: Turn, found: Found) -> list[CapturedObservation]:
             )
         except ServiceError as error:
             noted.reason = error.message
+            if isinstance(error, SecretRefused):  # skipped; the outcome kept holds no secret
+                noted.text = redact(observation.text)
         else:
             noted.status = result.status
             noted.key = result.key

@@ -38,7 +38,7 @@ from activity.models import EventType
 from context.models import Document, DocumentVersion
 from context.services import NEWEST_FIRST, PROFILE_PATH, document_write
 from learning.outcomes import ProfileOutcome, ProfileStatus
-from lib.errors import LLMNotConfigured, MemoryPaused, VersionConflict
+from lib.errors import LLMNotConfigured, MemoryPaused, SecretRefused, VersionConflict
 from llm.client import (
     LLMBudgetReached,
     LLMUnavailable,
@@ -542,7 +542,8 @@ def consolidate(turn: Turn) -> ProfileOutcome:
                 "the profile was changed twice while it was being consolidated; it is kept "
                 "as it was changed",
             )
-        except MemoryPaused as error:
+        except (MemoryPaused, SecretRefused) as error:
+            # A rewrite holding a credential the profile did not hold is not written.
             return _failed(turn, outcome, error.message)
         outcome.status = ProfileStatus.REWRITTEN
         outcome.version_id = version.pk

@@ -29,6 +29,7 @@ from lib.errors import (
     LLMNotConfigured,
     MemoryPaused,
     NotFound,
+    SecretRefused,
     ServiceError,
 )
 from lib.http_errors import body_too_large_message, error_body
@@ -39,6 +40,7 @@ SERVICE_ERROR_STATUS = {
     MemoryPaused: status.HTTP_409_CONFLICT,
     Conflict: status.HTTP_409_CONFLICT,
     Forbidden: status.HTTP_403_FORBIDDEN,
+    SecretRefused: status.HTTP_422_UNPROCESSABLE_ENTITY,
     LLMNotConfigured: status.HTTP_503_SERVICE_UNAVAILABLE,
 }
 
@@ -352,6 +354,14 @@ ERROR_RESPONSES = {
     ),
     413: error_response(
         "The request body is over 4 MiB.", "too_large", "The request body is larger than 4096 KiB."
+    ),
+    422: error_response(
+        "The text looks like a credential (an API key, a private key, a password, a card "
+        "number, a bearer token, …): agents' writes never store one. The message names what "
+        "it looks like, the field where it is. Nothing was written.",
+        "secret_refused",
+        "This looks like an OpenAI API key; Mnemo does not store credentials as memories.",
+        "value",
     ),
     429: error_response(
         "Too many requests for this token; see the Retry-After header.",

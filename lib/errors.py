@@ -49,6 +49,21 @@ class VersionConflict(Conflict):
         self.current_version = current_version
 
 
+class SecretRefused(ServiceError):
+    """An agent's (or the system's) write holds what looks like a credential (found by
+    lib/credentials.py); nothing was written (422). `kind` names what it looks like
+    ("openai_api_key"), `label` says it for people ("an OpenAI API key")."""
+
+    code = "secret_refused"
+
+    def __init__(self, *, kind: str, label: str, field: str, where: str = "as memories") -> None:
+        super().__init__(
+            f"This looks like {label}; Mnemo does not store credentials {where}.", field=field
+        )
+        self.kind = kind
+        self.label = label
+
+
 class LLMNotConfigured(ServiceError):
     """An LLM feature was asked for and no model server is configured (503)."""
 

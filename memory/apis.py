@@ -494,13 +494,15 @@ class MemoryCreateApi(ToolApi):
         "waits for their review (202, status pending_review, with the proposal), as do all "
         "new memories if the user chose to review them. A new entry that one of the same "
         "kind already says adds nothing (200, status duplicate, naming it), or if it adds "
-        "something, becomes a proposal to update that one (202). Search before you write.",
+        "something, becomes a proposal to update that one (202). Search before you write. "
+        "Never store a credential (an API key, a password, a card number, …): 422 "
+        "secret_refused, and nothing is written.",
         request=CreateMemorySerializer,
         responses={
             201: CreateMemoryResultSerializer,
             200: CreateMemoryResultSerializer,
             202: CreateMemoryResultSerializer,
-            **error_responses(400, 401, 403, 409, 413, 429),
+            **error_responses(400, 401, 403, 409, 413, 422, 429),
         },
         examples=[
             OpenApiExample(
@@ -556,7 +558,7 @@ class MemoryUpdateApi(ToolApi):
         responses={
             200: UpdateResultSerializer,
             202: UpdateResultSerializer,
-            **error_responses(400, 401, 403, 404, 409, 413, 429),
+            **error_responses(400, 401, 403, 404, 409, 413, 422, 429),
         },
         examples=[
             OpenApiExample(
@@ -593,7 +595,7 @@ class MemoryDeleteApi(ToolApi):
         responses={
             200: DeleteMemoryResultSerializer,
             202: DeleteMemoryResultSerializer,
-            **error_responses(400, 401, 403, 404, 409, 413, 429),
+            **error_responses(400, 401, 403, 404, 409, 413, 422, 429),
         },
         examples=[
             OpenApiExample("Forget", value={"key": "preference:report-format"}, request_only=True),
@@ -935,13 +937,14 @@ class MemoryStoreApi(ToolApi):
         "added and you get its key (200, status duplicate); the same content again is 200, "
         "status unchanged. If the content adds to a near one, or the user reviews agents' "
         "new memories, it waits for the user (202, status pending_review, with the "
-        "proposal). Use update_memory to change a memory you know the key of.",
+        "proposal). Use update_memory to change a memory you know the key of. A credential "
+        "(an API key, a password, a card number, …) is never stored: 422 secret_refused.",
         request=MemoryStoreInput,
         responses={
             201: StoreResultSerializer,
             200: StoreResultSerializer,
             202: StoreResultSerializer,
-            **error_responses(400, 401, 403, 409, 413, 429),
+            **error_responses(400, 401, 403, 409, 413, 422, 429),
         },
         examples=[
             OpenApiExample(

@@ -22,6 +22,7 @@ from django.utils.text import slugify
 from activity import events
 from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent
+from lib.credentials import Credential, find_credential, refuse_credentials
 from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused, NotFound, ServiceError
 from lib.search_fields import SEARCH_COLUMNS
 from lib.tags import clean_tags
@@ -83,6 +84,13 @@ class MemoryWrite:
             return "created"
         return "updated" if self.changed else "unchanged"
 
+    @property
+    def credential(self) -> Credential | None:
+        """What looks like a credential in the memory's text or tags. Only the user's
+        writes can hold one (agents' are refused: _refuse_credentials); the pages warn."""
+        texts = [self.memory.value, *self.memory.tags]
+        return next(filter(None, map(find_credential, texts)), None)
+
 
 class ReviewRequired(ServiceError):
     """An agent's write did not apply: it waits in the user's review inbox as `proposal`
@@ -138,6 +146,7 @@ def memory_upsert(
     beside a proposal. `turn`, the reported turn it was learned from, is linked from the
     row (or from the proposal made instead).
     """
+    _refuse_credentials(actor, key=key, value=value, tags=tags, reason=reason)
     parsed = parse_key(key)
     fields = memory_clean(
         key=key, value=value, actor=actor, source=source, confidence=confidence, tags=tags
@@ -254,6 +263,7 @@ def memory_update(
     agent's change of a user-stated memory raises ReviewRequired (memory_upsert). `batch`:
     the bulk action it is part of (memory/bulk.py), kept on its history row and event.
     """
+    _refuse_credentials(actor, value=value, tags=tags, reason=reason)
     parsed = parse_key(key)
     fields: dict[str, Any] = {}
     if value is not UNSET:
@@ -294,6 +304,7 @@ def memory_delete(
     `batch`: the bulk action it is part of (memory/bulk.py), kept on its history row and
     event.
     """
+    _refuse_credentials(actor, reason=reason)
     parse_key(key)
     reason = _clean_reason(reason)
     with transaction.atomic():
@@ -482,8 +493,10 @@ def memory_store(
     but the user, a new entry meets memory_upsert's rules: one of its kind that already says
     it makes this a duplicate, one it adds to gets a proposal to update it instead
     (memory/duplicates.py), and while the user reviews agents' new memories it waits as a
-    proposal to add it. Refusals (bad text or tags, memory paused) raise ServiceError.
+    proposal to add it. Refusals (bad text or tags, a credential, memory paused) raise
+    ServiceError.
     """
+    _refuse_credentials(actor, value=text, tags=tags, reason=reason)
     _check_kind(kind)
     base = derive_slug(text if isinstance(text, str) else "") or FALLBACK_SLUG
     first = f"{kind}:{base}"
@@ -1003,6 +1016,17 @@ def _clean_reason(reason: object) -> str:
             field="reason",
         )
     return reason
+
+
+def _refuse_credentials(actor: Actor, **texts: object) -> None:
+    """Secrets never become memories: an agent's or the system's write whose key, value,
+    tags or reason looks like a credential (lib/credentials.py) raises SecretRefused
+    naming that field, before anything (a row, a proposal) is written. The user may store
+    one (MemoryWrite.credential lets the pages warn)."""
+    if actor.kind == ActorKind.USER:
+        return
+    for field, text in texts.items():
+        refuse_credentials(text, field=field)
 
 
 # The write path's statements are SQL put together from the models: building them with

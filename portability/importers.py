@@ -14,7 +14,8 @@ tool inferred about the user is a note about them, not a fact they stated in Mne
 is `tp_extracted` (confidence 0.8), meets the near-duplicate rule (the same text twice, or
 one already saying it, adds nothing) and, when the user reviews agents' new memories, waits
 in the review inbox. A paused account refuses them. Each is tagged `imported` and the
-tool's name, and its proposal (if any) says where it came from.
+tool's name, and its proposal (if any) says where it came from. One that looks like a
+credential (lib/credentials.py) is refused and reported with the credential left out.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import IO, TYPE_CHECKING
 from django.db import transaction
 
 from activity.actors import Actor
-from lib.errors import ServiceError
+from lib.credentials import redact
+from lib.errors import SecretRefused, ServiceError
 from lib.tags import TAG_PATTERN, normalize_tag
 from memory.models import MAX_VALUE_LENGTH, Memory
 from memory.services import MAX_TAGS, memory_store
@@ -195,6 +197,8 @@ def store_entry(
                 # path above, and no history or event describes created_at.
                 Memory.objects.filter(pk=result.memory.pk).update(created_at=entry.created_at)
     except ServiceError as error:
+        if isinstance(error, SecretRefused):  # skipped; the report kept holds no secret
+            label = f"{item}. {redact(entry.text)[:120]}"
         report.add("memories", label, "refused", error.message)
         return
     outcome, reason = _outcome(result.status, result.key)

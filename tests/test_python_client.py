@@ -28,6 +28,7 @@ from mnemo_client import (  # noqa: E402 - imported from the checkout, not insta
     MnemoError,
     NotFound,
     RateLimited,
+    SecretRefused,
 )
 from mnemo_client import client as client_module  # noqa: E402
 
@@ -176,6 +177,17 @@ def test_bad_input_raises_with_the_field(mnemo, alice):
     with pytest.raises(InvalidRequest) as raised:
         mnemo.create_memory("facts:tea", "Green")
     assert (raised.value.status, raised.value.code, raised.value.field) == (400, "invalid", "key")
+    assert not Memory.objects.filter(user=alice).exists()
+
+
+def test_a_credential_raises_secret_refused(mnemo, alice):
+    with pytest.raises(SecretRefused) as raised:
+        mnemo.memory_store("The staging database password: Tr0ub4dor&3", "fact")
+    error = raised.value
+    assert (error.status, error.code, error.field) == (422, "secret_refused", "value")
+    assert error.message == (
+        "This looks like a password; Mnemo does not store credentials as memories."
+    )
     assert not Memory.objects.filter(user=alice).exists()
 
 

@@ -37,6 +37,7 @@ from django.utils.text import Truncator
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
+from lib.credentials import saved_warning
 from lib.errors import InvalidInput, NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, render_page, target_partial, who
 from memory.bulk import (
@@ -76,6 +77,7 @@ from memory.selectors import (
     memory_list,
 )
 from memory.services import (
+    MemoryWrite,
     entry_create,
     memory_delete,
     memory_rename,
@@ -235,6 +237,7 @@ def _profile_context(
     memories: dict[str, Memory],
     form: ProfileForm | None = None,
     note: str = "",
+    warning: str = "",
 ) -> dict[str, Any]:
     """The profile form (bound, after a refused save, or showing what is saved now), with
     who set each field and a link to its history."""
@@ -246,6 +249,7 @@ def _profile_context(
         "profile_form": form,
         "profile_rows": [ProfileRow(field=form[key], memory=mine.get(key)) for key in PROFILE_KEYS],
         "profile_note": note,
+        "profile_warning": warning,
     }
 
 
@@ -609,33 +613,41 @@ def profile_save(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
     form = ProfileForm(request.POST, user=user)
     statuses: dict[str, str] = {}
+    writes: list[MemoryWrite] = []
     if form.is_valid():
         values = dict(form.cleaned_data)
         for key in PROFILE_KEYS:
             if form.add_prefix(key) not in request.POST:
                 continue
             try:
-                status, _ = memory_set(user=user, key=key, value=values[key], actor=_actor(request))
+                status, write = memory_set(
+                    user=user, key=key, value=values[key], actor=_actor(request)
+                )
             except ServiceError as error:  # refused after the form's checks (a race)
                 form.add_error(key, error.message)
             else:
                 statuses[key] = status
+                if isinstance(write, MemoryWrite):
+                    writes.append(write)
     note = _profile_note(statuses)
+    warning = _credential_warning(*writes)
     changed = any(status != "unchanged" for status in statuses.values())
     if form.errors:
         # Nothing was written, unless a service refused a field the form let through: then
         # the note says what did save.
         note = note if changed else ""
         if request.htmx:
-            context = _profile_context(user, _memories_by_key(user, kind="profile"), form, note)
+            memories = _memories_by_key(user, kind="profile")
+            context = _profile_context(user, memories, form, note, warning)
             response = render_page(request, PAGE, context, partial="profile_form")
             return _changed(response) if changed else response
         return _page(request, tab="profile", status=400, profile_form=form, profile_note=note)
     if request.htmx:
-        context = _profile_context(user, _memories_by_key(user, kind="profile"), note=note)
+        memories = _memories_by_key(user, kind="profile")
+        context = _profile_context(user, memories, note=note, warning=warning)
         response = render_page(request, PAGE, context, partial="profile_form")
         return _changed(response) if changed else response
-    return done(request, note, _tab_url("profile"))
+    return _done_warning(request, note, _tab_url("profile"), warning)
 
 
 def _profile_note(statuses: dict[str, str]) -> str:
@@ -770,10 +782,28 @@ def style_remove(request: HtmxHttpRequest, platform: str) -> HttpResponse:
 # ---------------------------------------------------------------- entries
 
 
-def _row(request: HtmxHttpRequest, memory: Memory, note: str = "") -> HttpResponse:
+def _row(
+    request: HtmxHttpRequest, memory: Memory, note: str = "", warning: str = ""
+) -> HttpResponse:
     _annotate(request.user, [memory])
-    memory.note = note
+    memory.note, memory.warning = note, warning
     return render_page(request, PAGE, {"memory": memory}, partial="entry_row")
+
+
+def _credential_warning(*writes: MemoryWrite) -> str:
+    """What the page says when the user saved what looks like a credential: agents may
+    not store one (memory/services.py refuses them), the user may, and should know their
+    agents will read it."""
+    credential = next(filter(None, (write.credential for write in writes)), None)
+    return saved_warning(credential) if credential is not None else ""
+
+
+def _done_warning(request: HtmxHttpRequest, message: str, url: str, warning: str) -> HttpResponse:
+    """done(), with the credential warning as a second flash."""
+    response = done(request, message, url)
+    if warning:
+        messages.warning(request, warning)
+    return response
 
 
 @login_required
@@ -799,11 +829,12 @@ def entry_add(request: HtmxHttpRequest) -> HttpResponse:
         return _page(request, tab="entries", status=400, entry_form=form)
     memory = write.memory
     note = f"Added {_quoted(memory.value)} as {_a(KIND_LABELS[memory.kind].lower())}."
+    warning = _credential_warning(write)
     if request.htmx:
-        context = {"entry_form": EntryForm(user=user), "entry_note": note}
+        context = {"entry_form": EntryForm(user=user), "entry_note": note, "entry_warning": warning}
         response = render_page(request, PAGE, context, partial="entry_add")
         return _changed(response, ENTRIES_CHANGED)
-    return done(request, note, _tab_url("entries", f"#memory-{memory.pk}"))
+    return _done_warning(request, note, _tab_url("entries", f"#memory-{memory.pk}"), warning)
 
 
 @login_required
@@ -828,6 +859,7 @@ def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return _page(request, tab="entries", editing=memory)
     form = EntryForm(request.POST, user=user, memory=memory)
     renamed = saved = False
+    warning = ""
     if form.is_valid():
         kind = form.cleaned_data["kind"] or memory.kind
         if kind != memory.kind:
@@ -844,10 +876,9 @@ def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         changes = _entry_changes(memory, form.cleaned_data) if not form.errors else {}
         if changes:
             try:
-                memory = memory_update(
-                    user=user, key=memory.key, actor=_actor(request), **changes
-                ).memory
-                saved = True
+                write = memory_update(user=user, key=memory.key, actor=_actor(request), **changes)
+                memory, saved = write.memory, True
+                warning = _credential_warning(write)
             except ServiceError as error:
                 add_service_error(form, error, EntryForm.SERVICE_FIELDS)
     events = (ENTRIES_CHANGED,) if renamed else ()  # the list regroups it under its kind
@@ -864,10 +895,10 @@ def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     else:
         note = "Saved." if saved else "No change."
     if request.htmx:
-        response = _row(request, memory, note)
+        response = _row(request, memory, note, warning)
         return _changed(response, *events) if saved or renamed else response
     flash = f"{note[:-1]}: {_quoted(memory.value)}."
-    return done(request, flash, _tab_url("entries", f"#memory-{pk}"))
+    return _done_warning(request, flash, _tab_url("entries", f"#memory-{pk}"), warning)
 
 
 def _entry_changes(memory: Memory, cleaned: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, HttpResponseRedirect
@@ -28,6 +29,7 @@ from context.forms import DailyLineForm, DocumentCreateForm, DocumentEditForm
 from context.models import Document, DocumentVersion, VersionAction
 from context.paths import MAX_PATH_LENGTH, normalize_folder, normalize_path
 from context.selectors import MINE, Scope
+from lib.credentials import saved_warning
 from lib.errors import Conflict, NotFound, ServiceError
 from lib.markdown import render_markdown
 from lib.pages import HtmxHttpRequest, add_service_error, done, render_page, target_partial, who
@@ -197,14 +199,23 @@ def _show_changed(
     document: Document,
     note: str,
     message: str | None = None,
+    *,
+    written: bool = True,
 ) -> HttpResponse:
     """After a change: htmx gets the document's panel and the tree; a plain POST is
-    redirected to the document with `message` (default: the note) as a flash."""
+    redirected to the document with `message` (default: the note) as a flash. With
+    `written`, a credential in the document is warned about (the user may keep one there;
+    agents read it)."""
     url = document_url(scope, document.path)
+    credential = document.credential if written else None
+    warning = saved_warning(credential) if credential is not None else ""
     if _wants_panel(request):
-        panel = _document_panel(request, scope, document, note=note)
+        panel = _document_panel(request, scope, document, note=note, warning=warning)
         return _respond(request, panel, changed=True, push_url=url)
-    return done(request, message or note, url)
+    response = done(request, message or note, url)
+    if warning:
+        messages.warning(request, warning)
+    return response
 
 
 # ---------------------------------------------------------------- panels
@@ -231,6 +242,7 @@ def _document_panel(
     document: Document,
     *,
     note: str = "",
+    warning: str = "",
     daily_form: DailyLineForm | None = None,
 ) -> dict[str, Any]:
     is_today = scope.key == MINE and document.path == selectors.daily_log_path(user=request.user)
@@ -240,6 +252,7 @@ def _document_panel(
         "document": document,
         "body_html": render_markdown(document.body),
         "note": note,
+        "warning": warning,
         "is_today": is_today,
         "daily_form": daily_form or DailyLineForm(),
     }
@@ -460,7 +473,9 @@ def _save(request: HtmxHttpRequest, scope: Scope, path: str) -> HttpResponse:
     except ServiceError as error:
         add_service_error(form, error)
         return _edit_error(request, scope, document or _unsaved(scope, path), form)
-    return _show_changed(request, scope, document, note, f"{note[:-1]}: {document.path}.")
+    return _show_changed(
+        request, scope, document, note, f"{note[:-1]}: {document.path}.", written=note == "Saved."
+    )
 
 
 def _unsaved(scope: Scope, path: str) -> Document:

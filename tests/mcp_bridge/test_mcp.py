@@ -30,6 +30,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from activity.actors import Actor
+from activity.models import ActivityEvent
+from context.models import Document
 from context.services import document_write
 from lib.tool_manifest import tool_manifest
 from memory.models import Memory
@@ -301,6 +303,31 @@ def test_http_maps_a_paused_memory_to_a_tool_error(mcp_url, alice, alice_token):
     assert error_of(result)["code"] == "memory_paused"
     assert result.meta["mnemo/status"] == 409
     assert not Memory.objects.filter(user=alice).exists()
+
+
+def test_http_refuses_a_credential_as_the_api_does(mcp_url, alice, alice_token, client):
+    card = "Card 4111 1111 1111 1111"
+    calls = [
+        ("create_memory", {"key": "fact:card", "value": card}),
+        ("memory_store", {"content": card, "category": "fact"}),
+        ("memory_write", {"path": "notes/card.md", "content": card}),
+        ("append_daily_memory", {"content": card}),
+    ]
+
+    async def main() -> list[Any]:
+        async with http_session(mcp_url, alice_token) as session:
+            return [await session.call_tool(name, body) for name, body in calls]
+
+    results = run(main)
+    headers = {"Authorization": f"Bearer {alice_token}"}
+    for (name, body), result in zip(calls, results, strict=True):
+        over_http = client.post(f"/api/v1/tools/{name}", body, "application/json", headers=headers)
+        assert error_of(result) == over_http.json()["error"], name
+        assert error_of(result)["code"] == "secret_refused"
+        assert result.meta["mnemo/status"] == over_http.status_code == 422
+    assert not Memory.objects.filter(user=alice).exists()
+    assert not Document.objects.filter(user=alice).exists()
+    assert not ActivityEvent.objects.filter(user=alice).exists()
 
 
 def test_http_throttles_as_the_api_does(mcp_url, alice_token, settings):

@@ -151,3 +151,29 @@ def test_a_paused_account_refuses_imported_notes(alice):
     assert (job.refused, job.created) == (5, 0)
     assert "paused" in job.items[0]["reason"]
     assert not Memory.objects.filter(user=alice).exists()
+
+
+@pytest.mark.django_db
+def test_an_imported_credential_is_refused_and_reported_without_it(alice):
+    """Other tools' memories are the system's notes: one that looks like a credential is
+    skipped, said in the report with the secret left out, and the others are stored."""
+    text = "- Likes green tea.\n- Wi-Fi password: GuestNet2024\n- Has a dog named Biscuit.\n"
+    upload = SimpleUploadedFile("memories.txt", text.encode())
+    job = import_job_create(user=alice, kind="chatgpt", mode="merge", upload=upload)
+    import_job_run(job.pk)
+    job.refresh_from_db()
+
+    assert (job.status, job.created, job.refused) == (ImportStatus.DONE, 2, 1)
+    assert [item for item in job.items if item["outcome"] == "refused"] == [
+        {
+            "section": "memories",
+            "item": "2. Wi-Fi password: [removed: a password]",
+            "outcome": "refused",
+            "reason": "This looks like a password; Mnemo does not store credentials as memories.",
+        }
+    ]
+    assert sorted(Memory.objects.filter(user=alice).values_list("value", flat=True)) == [
+        "Has a dog named Biscuit.",
+        "Likes green tea.",
+    ]
+    assert "GuestNet2024" not in str(ImportJob.objects.filter(pk=job.pk).values().get())

@@ -15,6 +15,7 @@ from mnemo_client.errors import (
     NotFound,
     PermissionDenied,
     RateLimited,
+    SecretRefused,
     ServiceUnavailable,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "RateLimited",
+    "SecretRefused",
     "ServiceUnavailable",
 ]

@@ -754,7 +754,9 @@ class Tools:
         review (202, status pending_review, with the proposal), as do all new memories if
         the user chose to review them. A new entry that one of the same kind already says
         adds nothing (200, status duplicate, naming it), or if it adds something, becomes a
-        proposal to update that one (202). Search before you write.
+        proposal to update that one (202). Search before you write. Never store a credential
+        (an API key, a password, a card number, …): 422 secret_refused, and nothing is
+        written.
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
@@ -1100,7 +1102,8 @@ class Tools:
         status duplicate); the same content again is 200, status unchanged. If the content
         adds to a near one, or the user reviews agents' new memories, it waits for the user
         (202, status pending_review, with the proposal). Use update_memory to change a
-        memory you know the key of.
+        memory you know the key of. A credential (an API key, a password, a card number, …)
+        is never stored: 422 secret_refused.
 
         Args:
             content: What to remember, 1–2000 characters of plain text: one self-contained

@@ -7,7 +7,8 @@ class MnemoError(Exception):
     """An answer of 4xx/5xx from Mnemo, or no answer at all (status None).
 
     `code` is the API's machine-readable code (not_found, invalid, memory_paused,
-    version_conflict, rate_limited, …), `field` the argument at fault when there is one.
+    version_conflict, secret_refused, rate_limited, …), `field` the argument at fault when
+    there is one.
     """
 
     def __init__(
@@ -46,6 +47,11 @@ class Conflict(MnemoError):
     """409: memory is paused, or a document changed since `base_version`."""
 
 
+class SecretRefused(MnemoError):
+    """422: the text looks like a credential (an API key, a password, …); nothing was
+    stored. `message` names what it looks like, `field` where it is."""
+
+
 class RateLimited(MnemoError):
     """429 after the retries ran out; `retry_after` is the server's wait in seconds."""
 
@@ -64,6 +70,7 @@ BY_STATUS: dict[int, type[MnemoError]] = {
     403: PermissionDenied,
     404: NotFound,
     409: Conflict,
+    422: SecretRefused,
     429: RateLimited,
     503: ServiceUnavailable,
 }
