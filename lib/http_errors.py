@@ -5,7 +5,8 @@ Under /api/ and /mcp an error is the API's one shape, `{"error": {"code", "messa
 without the database, the session or request.user, so they still work while the database
 is down:
 
-- `refusal()`: requests lib/asgi.py turns away before Django (414 URL, 413 body).
+- `refusal()`: requests lib/asgi.py turns away before Django (414 URL, 413 body, 400
+  a body that ended early).
 - `bad_request`, `permission_denied`, `page_not_found`, `server_error`: Django's
   handler400/403/404/500 (config/urls.py); `csrf_failure` is CSRF_FAILURE_VIEW.
 - A database that cannot be reached (anywhere in the request: session, sign-in, a view,
@@ -81,8 +82,13 @@ def url_too_long_message() -> str:
     return f"The URL is longer than {MAX_URL_BYTES} bytes."
 
 
+def incomplete_body_message() -> str:
+    return "The request body ended before it was complete; nothing was done. Send it again."
+
+
 # What lib/asgi.py refuses before Django, by status: (code, message).
 REFUSALS: dict[int, tuple[str, Callable[[], str]]] = {
+    400: ("incomplete_body", incomplete_body_message),
     413: ("too_large", body_too_large_message),
     414: ("url_too_long", url_too_long_message),
 }
