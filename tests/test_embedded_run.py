@@ -259,6 +259,140 @@ def test_a_chunked_body_is_read_like_any_other(stack, token):
     ]
 
 
+def raw_request(port: int, head: str, body: bytes, *, hang_up_after: int | None = None) -> bytes:
+    """Send one request over a raw socket: whole (then read the answer), or only its first
+    `hang_up_after` body bytes, then a pause, as a client that stalls, then hang up."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        if hang_up_after is None:
+            connection.sendall(head.encode() + body)
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+            return answer
+        connection.sendall(head.encode() + body[:hang_up_after])
+        # The client stalls for a moment (the server reads what came meanwhile), then is
+        # gone. Not a wait for the server: what the test checks holds however long it is.
+        time.sleep(0.5)
+    return b""
+
+
+def wait_for_access_line(stack: Stack, marker: str) -> str:
+    """The access log line of the request whose query string is `marker`: written once
+    the server is done with it (whatever it did)."""
+    return wait_for(
+        lambda: next((line for line in stack.log().splitlines() if marker in line), None),
+        timeout=30,
+        what=f"the access log line of {marker}",
+    )
+
+
+def session_cookies(base: str) -> dict[str, str]:
+    """The cookies of a signed-in browser (the session and the CSRF cookie), by name."""
+    handlers = sign_in(base).handlers
+    jar = next(h.cookiejar for h in handlers if isinstance(h, urllib.request.HTTPCookieProcessor))
+    return {cookie.name: cookie.value for cookie in jar}
+
+
+def body_requests(stack: Stack, token: str, marker: str, values: dict[str, str]) -> dict:
+    """(head, body) of one write each way: the agent API, the Context page's form, an MCP
+    tool call, writing values[kind]. Each body is padded after what matters, so a prefix
+    that stops before the padding still parses as the whole write."""
+    cookies = session_cookies(stack.base)
+    cookie = "; ".join(f"{name}={value}" for name, value in cookies.items())
+    api = json.dumps({"key": f"fact:api-{marker}", "value": values["api"]}).encode()
+    form = urllib.parse.urlencode({"entry-kind": "fact", "entry-value": values["page"]})
+    mcp = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "create_memory",
+                "arguments": {"key": f"fact:mcp-{marker}", "value": values["mcp"]},
+            },
+        }
+    )
+    common = "Host: 127.0.0.1\r\nConnection: close\r\n"
+    bodies = {
+        "api": api + b" " * 64,
+        "page": form.encode() + b"&" + b"x" * 63,  # an empty field, ignored
+        "mcp": mcp.encode() + b" " * 64,
+    }
+    heads = {
+        "api": f"POST /api/v1/tools/create_memory?{marker}-api HTTP/1.1\r\n{common}"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n",
+        "page": f"POST /entries/add/?{marker}-page HTTP/1.1\r\n{common}Cookie: {cookie}\r\n"
+        f"X-CSRFToken: {cookies['csrftoken']}\r\n"
+        "Content-Type: application/x-www-form-urlencoded\r\n",
+        "mcp": f"POST /mcp?{marker}-mcp HTTP/1.1\r\n{common}Authorization: Bearer {token}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n",
+    }
+    return {
+        kind: (f"{heads[kind]}Content-Length: {len(bodies[kind])}\r\n\r\n", bodies[kind])
+        for kind in heads
+    }
+
+
+def written(stack: Stack) -> tuple[int, int, int]:
+    """Rows of memory, of its history and of the activity log."""
+    return stack.sql(
+        "SELECT (SELECT count(*) FROM user_context), (SELECT count(*) FROM"
+        " user_context_history), (SELECT count(*) FROM activity_log)"
+    )[0]
+
+
+def test_a_body_cut_short_is_not_written_by_the_api_a_page_or_mcp(stack, token):
+    # Sent whole, each request writes its row: the check below would see a write.
+    values = {
+        "api": "Drinks green tea every morning",
+        "page": "Plays the cello on Sundays",
+        "mcp": "Commutes by bicycle in summer",
+    }
+    for kind, (head, body) in body_requests(stack, token, "whole", values).items():
+        answer = raw_request(stack.port, head, body)
+        status = answer.split(b" ", 2)[1]
+        assert status == {"api": b"201", "page": b"302", "mcp": b"200"}[kind], answer[:500]
+    assert dict(
+        stack.sql(
+            "SELECT value, key FROM user_context WHERE value = ANY(%s)", (list(values.values()),)
+        )
+    ) == {
+        values["api"]: "fact:api-whole",
+        values["page"]: "fact:plays-the-cello-on-sundays",
+        values["mcp"]: "fact:mcp-whole",
+    }
+
+    # Cut short where the padding starts: what arrived parses as a whole write, then the
+    # client hangs up. Nothing may be written: no memory, no history, no activity.
+    values = {
+        "api": "Collects old maps of Lisbon",
+        "page": "Bakes sourdough bread on Fridays",
+        "mcp": "Runs a chess club at work",
+    }
+    requests = body_requests(stack, token, "half", values)  # signs in first
+    before = written(stack)
+    for kind, (head, body) in requests.items():
+        raw_request(stack.port, head, body, hang_up_after=len(body) - 64)
+        wait_for_access_line(stack, f"?half-{kind} ")
+    assert written(stack) == before
+
+
+def test_two_cookie_headers_reach_django_as_both_cookies(stack):
+    cookies = session_cookies(stack.base)
+    session = next(f"{name}={value}" for name, value in cookies.items() if "session" in name)
+    head = (
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        f"Cookie: theme=dark\r\nCookie: {session}\r\n\r\n"
+    )
+
+    answer = raw_request(stack.port, head, b"")
+
+    # Joined with "," Django would read one cookie, theme="dark,sessionid=...", and send
+    # the visitor to sign in.
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert b"Runs the growth review every Monday" in answer
+
+
 def test_an_over_long_url_is_a_414_in_the_error_shape(stack, token):
     request = urllib.request.Request(
         f"{stack.base}/api/v1/working-memory?x={'a' * 100_000}",
