@@ -53,6 +53,7 @@ bench: install
 	$(UV) run --frozen python bench/ingest.py
 	$(UV) run --frozen python bench/heavy.py
 	$(UV) run --frozen python bench/soak.py
+	$(UV) run --frozen python bench/restart.py
 	$(UV) run --frozen python bench/retrieval.py
 
 lint: install

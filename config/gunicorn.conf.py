@@ -9,7 +9,9 @@ import os
 
 bind = f"{os.environ.get('MNEMO_HOST', '127.0.0.1')}:{os.environ.get('MNEMO_PORT', '8000')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-worker_class = "asgi"
+# gunicorn's ASGI worker; with reuse_port (under `make run`, lib/stack.py) a worker whose
+# master died serves until the next master's worker does (lib/web_worker.py).
+worker_class = "lib.web_worker.Worker"
 wsgi_app = "config.asgi:application"
 # Long URLs reach the app, which answers 414 in the API's error shape or as a page
 # (lib/asgi.py); gunicorn's own limit stays as a bound on memory.

@@ -433,6 +433,13 @@ def _api_rate(name: str, default: str) -> str:
 
 # The agent API (Django REST Framework), bearer tokens only.
 MNEMO_API_RATE = _api_rate("MNEMO_API_RATE", "600/min")
+# The rate limit counts in the cache. While the cache is unreachable, which API requests
+# pass uncounted (profiles/throttling.py): `reads` (GET and the read-only tools; writes get
+# 503 `unavailable` with Retry-After), `all` (fail open), `none` (fail closed: every call
+# gets the 503).
+MNEMO_API_RATE_FAIL_OPEN = env_choice(
+    "MNEMO_API_RATE_FAIL_OPEN", default="reads", choices=("reads", "all", "none")
+)
 # Room for a 1 MB document even with every character JSON-escaped (\uXXXX).
 MNEMO_API_MAX_BODY_BYTES = 4 * 1024 * 1024
 # The import page takes a whole account's archive; the web front door holds an upload in

@@ -59,6 +59,17 @@ class RequestTooLarge(exceptions.APIException):
     default_code = "too_large"
 
 
+class Unavailable(exceptions.APIException):
+    """503 `unavailable`; DRF's handler sends `wait` as Retry-After."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.wait = retry_after
+
+
 class JSONTooDeep(exceptions.ParseError):
     """A body nesting arrays and objects deeper than MAX_JSON_DEPTH (code bad_json)."""
 
@@ -74,6 +85,7 @@ DRF_ERROR_CODES = {
     exceptions.UnsupportedMediaType: "unsupported_media_type",
     exceptions.NotAcceptable: "not_acceptable",
     exceptions.Throttled: "rate_limited",
+    Unavailable: "unavailable",
 }
 
 

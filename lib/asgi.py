@@ -8,18 +8,27 @@ each thread keeps its own persistent database connection. Django's own ASGI hand
 would instead hop threads for every middleware and open a connection per request,
 which measured two to three times slower here (bench/README.md).
 
+A request is whole or refused: a body that ends before its last chunk (the client went
+away, or stopped sending for gunicorn's `timeout`) or before its declared Content-Length
+never reaches a view. It is answered 400 `incomplete_body` if the connection still
+takes an answer, and dropped otherwise. (a2wsgi, the usual ASGI-to-WSGI bridge, was
+considered: its WSGI input reads the body from the pool's thread as Django asks for it,
+so a trickling client would hold a thread, it has no body limit, and it ends a cut body
+silently, as this module did before.)
+
 Requests that can be refused without Django are refused here, in the same shapes
 Django would use: `{"error": …}` JSON under /api/ and /mcp, a styled page elsewhere.
 
 A path can be mounted on another ASGI application (`mount`): /mcp is the MCP server
-(mcp_bridge/http.py), which reads its own body and runs each tool call through the same
-Django handler on this same thread pool. It gets the URL check and the declared-length
-check here; `aclose()` is awaited at lifespan shutdown.
+(mcp_bridge/http.py), which runs each tool call through the same Django handler on this
+same thread pool. It gets the same checks and the body whole, read here first, as one
+message; `aclose()` is awaited at lifespan shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import sys
@@ -43,6 +52,18 @@ class MountedApp(Protocol):
 
 MAX_URL_BYTES = 8192
 WSGI_THREADS = int(os.environ.get("MNEMO_WEB_THREADS", "4"))
+# RFC 9110 section 5.3: repeated fields are one list joined by commas, except Cookie,
+# whose pairs are joined by "; " (RFC 6265 section 5.4; RFC 9113 section 8.2.3 for
+# HTTP/2, which may send every cookie as a field of its own).
+_HEADER_SEPARATORS = {"HTTP_COOKIE": "; "}
+
+
+class BodyRefused(Exception):
+    """The body cannot be handed on: 413 (over the limit) or 400 (it ended early)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 class BufferedWSGI:
@@ -91,13 +112,14 @@ class BufferedWSGI:
         if declared is not None and declared > limit:
             await self._refuse(send, scope, 413)
             return
+        try:
+            body = await read_body(receive, limit=limit, declared=declared)
+        except BodyRefused as refused:
+            await self._refuse(send, scope, refused.status)
+            return
         mounted = self.mounts.get(scope["path"].rstrip("/")) if self.mounts else None
         if mounted is not None:
-            await mounted(scope, receive, send)
-            return
-        body = await self._read_body(receive, limit)
-        if body is None:
-            await self._refuse(send, scope, 413)
+            await mounted(scope, _replay(body, receive), send)
             return
         environ = wsgi_environ(scope, body)
         loop = asyncio.get_running_loop()
@@ -123,25 +145,51 @@ class BufferedWSGI:
         for app in self.mounts.values():
             await app.aclose()
 
-    async def _read_body(self, receive: Receive, limit: int) -> bytes | None:
-        """The whole body, or None once it passes the limit."""
-        parts, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return b"".join(parts)
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                return None
-            parts.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(parts)
-
     async def _refuse(self, send: Send, scope: Scope, status: int) -> None:
         status, headers, body = self.refuse(scope["path"], status)
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        # A client that went away takes no answer: gunicorn drops it, and a server that
+        # keeps to ASGI 2.4 raises an OSError, which is the end of this request too.
+        with contextlib.suppress(OSError):
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+
+async def read_body(receive: Receive, *, limit: int, declared: int | None) -> bytes:
+    """The whole body, read on the event loop; BodyRefused(413) once it passes `limit`,
+    BodyRefused(400) when it ends before its last chunk or its declared length.
+
+    gunicorn sends `http.disconnect` both when the client is gone and when no byte came
+    for its `timeout`; either way what arrived is not the request the client meant."""
+    parts, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect
+            raise BodyRefused(400)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyRefused(413)
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            break
+    if declared is not None and size != declared:
+        raise BodyRefused(400)
+    return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the body read already as one message, then the connection's
+    own messages (a disconnect, for an app that listens for one)."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def _declared_length(scope: Scope) -> int | None:
@@ -188,7 +236,9 @@ def wsgi_environ(scope: Scope, body: bytes) -> dict[str, Any]:
         if name in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):
             continue  # the body is whole: CONTENT_LENGTH above says how long
         key = f"HTTP_{name}"
-        environ[key] = f"{environ[key]},{value}" if key in environ else value
+        if key in environ:
+            value = f"{environ[key]}{_HEADER_SEPARATORS.get(key, ', ')}{value}"
+        environ[key] = value
     return environ
 
 

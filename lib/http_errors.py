@@ -5,13 +5,16 @@ Under /api/ and /mcp an error is the API's one shape, `{"error": {"code", "messa
 without the database, the session or request.user, so they still work while the database
 is down:
 
-- `refusal()`: requests lib/asgi.py turns away before Django (414 URL, 413 body).
+- `refusal()`: requests lib/asgi.py turns away before Django (414 URL, 413 body, 400
+  a body that ended early).
 - `bad_request`, `permission_denied`, `page_not_found`, `server_error`: Django's
   handler400/403/404/500 (config/urls.py); `csrf_failure` is CSRF_FAILURE_VIEW.
 - A database that cannot be reached (anywhere in the request: session, sign-in, a view,
   DRF) reaches handler500 as OperationalError or InterfaceError; `server_error` answers
-  503 with Retry-After instead of 500. (With MNEMO_DEBUG on, Django shows its debug page
-  instead of any handler500.)
+  503 with Retry-After instead of 500. So does a cache (Valkey/Redis) that cannot be
+  reached, wherever a request touches it (the API's rate limit decides for itself first:
+  profiles/throttling.py). (With MNEMO_DEBUG on, Django shows its debug page instead of
+  any handler500.)
 - `NoStoreMiddleware`: `Cache-Control: no-store` on every answer Django makes (pages and
   the API show a user's memory); static files are served before it and keep theirs.
 """
@@ -34,6 +37,8 @@ from django.utils.csp import build_policy
 from django.utils.html import escape
 from psycopg import InterfaceError as PsycopgInterfaceError
 from psycopg import OperationalError as PsycopgOperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lib.asgi import MAX_URL_BYTES
 
@@ -51,6 +56,14 @@ _DATABASE_DOWN = (
     PsycopgOperationalError,
     PsycopgInterfaceError,
 )
+# While the cache (Valkey/Redis: the rate limit's counters) is unreachable, likewise.
+CACHE_RETRY_AFTER_SECONDS = 5
+CACHE_DOWN_MESSAGE = (
+    f"Mnemo's cache is unreachable right now; retry in {CACHE_RETRY_AFTER_SECONDS} seconds."
+)
+# What Django's Redis cache raises while the server is down, restarting (a refused
+# connection) or still loading its data (BusyLoadingError is a ConnectionError).
+_CACHE_DOWN = (RedisConnectionError, RedisTimeoutError)
 
 # Each status's page title; templates/errors/<status>.html adds advice under the message.
 PAGES = {
@@ -81,8 +94,13 @@ def url_too_long_message() -> str:
     return f"The URL is longer than {MAX_URL_BYTES} bytes."
 
 
+def incomplete_body_message() -> str:
+    return "The request body ended before it was complete; nothing was done. Send it again."
+
+
 # What lib/asgi.py refuses before Django, by status: (code, message).
 REFUSALS: dict[int, tuple[str, Callable[[], str]]] = {
+    400: ("incomplete_body", incomplete_body_message),
     413: ("too_large", body_too_large_message),
     414: ("url_too_long", url_too_long_message),
 }
@@ -145,9 +163,18 @@ def refusal(path: str, status: int) -> tuple[int, list, bytes]:
 
 def database_unavailable(error: BaseException | None) -> bool:
     """Whether this error, or one it came from, says the database cannot be reached."""
+    return _caused_by(error, _DATABASE_DOWN)
+
+
+def cache_unavailable(error: BaseException | None) -> bool:
+    """Whether this error, or one it came from, says the cache cannot be reached."""
+    return _caused_by(error, _CACHE_DOWN)
+
+
+def _caused_by(error: BaseException | None, kinds: tuple[type[BaseException], ...]) -> bool:
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, _DATABASE_DOWN):
+        if isinstance(error, kinds):
             return True
         seen.add(id(error))
         error = error.__cause__ or error.__context__
@@ -175,17 +202,27 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    """handler500: 503 with Retry-After while the database is unreachable, else a 500.
+    """handler500: 503 with Retry-After while the database or the cache is unreachable,
+    else a 500.
 
     Django calls it while handling the exception, so sys.exc_info() names it.
     """
-    if database_unavailable(sys.exc_info()[1]):
+    error = sys.exc_info()[1]
+    if database_unavailable(error):
         return error_answer(
             request,
             503,
             "unavailable",
             DATABASE_DOWN_MESSAGE,
             retry_after=DATABASE_RETRY_AFTER_SECONDS,
+        )
+    if cache_unavailable(error):
+        return error_answer(
+            request,
+            503,
+            "unavailable",
+            CACHE_DOWN_MESSAGE,
+            retry_after=CACHE_RETRY_AFTER_SECONDS,
         )
     return error_answer(
         request, 500, "server_error", "Something went wrong on our side; it has been logged."

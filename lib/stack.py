@@ -246,7 +246,11 @@ def supervisor_config(
         ),
         program(
             "web",
-            f"{bin_dir / 'gunicorn'} -c {ROOT / 'config' / 'gunicorn.conf.py'}",
+            # A master that dies is restarted at once; meanwhile its workers keep serving
+            # until the new one's do (lib/web_worker.py): the new master loads the app
+            # before it binds (--preload) a socket beside theirs (--reuse-port).
+            f"{bin_dir / 'gunicorn'} -c {ROOT / 'config' / 'gunicorn.conf.py'}"
+            " --preload --reuse-port",
             priority=30,
             # One process by default: each holds Django and both models (~230 MB), and
             # its threads serve a person and their agents. WEB_CONCURRENCY=2 doubles the
@@ -296,6 +300,10 @@ def start(layout: Layout) -> int:
         folder.mkdir(parents=True, exist_ok=True)
     if read_stack(layout.data_dir) is not None:
         print(f"Mnemo is already running on {layout.data_dir}.", file=sys.stderr)
+        return 1
+    host, port = os.environ.get("MNEMO_HOST", "127.0.0.1"), os.environ.get("MNEMO_PORT", "8000")
+    if port_taken(host, int(port)):
+        print(f"Port {port} on {host} is in use; set MNEMO_PORT to another.", file=sys.stderr)
         return 1
     postgres_bin, postgres_user, socket_dir = postgres_setup(layout)
     layout.config_file.write_text(
@@ -348,6 +356,21 @@ def setup(layout: Layout) -> int:
         return done.returncode
     supervisor_rpc(layout).supervisor.startProcessGroup("app", False)
     return 0
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether something listens on host:port. The web program binds with SO_REUSEPORT, so
+    a second stack on the same port would share it silently; a plain bind still fails."""
+    import socket
+
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no user
+        try:
+            probe.bind(address)
+        except OSError:
+            return True
+    return False
 
 
 def postgres_ready(layout: Layout) -> bool:

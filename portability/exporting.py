@@ -50,9 +50,14 @@ def export_job_create(*, user: AbstractBaseUser) -> ExportJob:
 
 
 def _send(job_id: int) -> None:
+    """Queue the job. A broker that is down must not fail the request that made it: the
+    job stays pending and the sweep sends it again after UNSENT_GRACE."""
     from portability import tasks
 
-    tasks.run_export.delay(job_id)
+    try:
+        tasks.run_export.delay(job_id)
+    except Exception as error:
+        logger.warning("Could not queue export job %s (the sweep will): %r", job_id, error)
 
 
 def export_job_run(job_id: int) -> None:

@@ -137,9 +137,14 @@ def import_job_create(
 
 
 def _send(job_id: int) -> None:
+    """Queue the job. A broker that is down must not fail the request that made it: the
+    job stays pending and the sweep sends it again after UNSENT_GRACE."""
     from portability import tasks
 
-    tasks.run_import.delay(job_id)
+    try:
+        tasks.run_import.delay(job_id)
+    except Exception as error:
+        logger.warning("Could not queue import job %s (the sweep will): %r", job_id, error)
 
 
 # A running job saves its progress at least every PROGRESS_EVERY_SECONDS; one silent this

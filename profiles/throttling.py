@@ -8,23 +8,54 @@ the local-memory cache): every web process and thread counts into the same numbe
 
 The window starts at a token's first request and lasts the rate's period; Retry-After
 is the time left in it.
+
+While the cache cannot be reached (Valkey restarting, Redis down) nothing can be counted.
+MNEMO_API_RATE_FAIL_OPEN says which requests then pass uncounted: `reads` (the default:
+GET requests and the read-only tools in READ_TOOLS; everything else is refused), `all`,
+or `none`. A refused request is a 503 `unavailable` with Retry-After, before its view
+runs, so nothing of it is written.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.cache import cache
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.throttling import BaseThrottle
 
+from lib.http_errors import CACHE_DOWN_MESSAGE, CACHE_RETRY_AFTER_SECONDS, cache_unavailable
 from profiles.models import AgentToken, SystemToken
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
 
+logger = logging.getLogger(__name__)
+
 PERIOD_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The tools (POST /api/v1/tools/<name>) that write nothing a user would call content: they
+# read, or count a read (get_memory's access counter, the search log). A tool not listed
+# counts as a write, so a new one is refused, not let through, while the cache is down.
+# ask_memory is not listed: it reads, but spends the user's model budget, which is what a
+# runaway agent's requests would use up.
+READ_TOOLS = frozenset(
+    {
+        "get_memory",
+        "list_memories",
+        "search_memory",
+        "list_proposals",
+        "memory_list_recent",
+        "memory_read",
+        "memory_tree",
+        "memory_search",
+        "agent_memory_get",
+        "list_work",
+        "get_work",
+    }
+)
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
@@ -43,12 +74,33 @@ class AgentTokenThrottle(BaseThrottle):
         allowed, period = parse_rate(settings.MNEMO_API_RATE)
         key = f"mnemo:throttle:{ident}"
         now = time.time()
-        count = self._count(key, now, period)
-        if count <= allowed:
-            return True
-        started = cache.get(f"{key}:start") or now
+        try:
+            count = self._count(key, now, period)
+            if count <= allowed:
+                return True
+            started = cache.get(f"{key}:start") or now
+        except Exception as error:
+            if not cache_unavailable(error):
+                raise
+            return self._uncounted(request, error)
         self._wait = max(1.0, started + period - now)
         return False
+
+    @staticmethod
+    def _uncounted(request: Request, error: Exception) -> bool:
+        """The cache cannot count this request: let it pass, or refuse it (503; Django's
+        request log records it)."""
+        fail_open = settings.MNEMO_API_RATE_FAIL_OPEN
+        if fail_open == "all" or (fail_open == "reads" and is_read(request)):
+            logger.warning(
+                "%s passed uncounted: the cache is unreachable (%r)", request.path, error
+            )
+            return True
+        # Imported here: DRF loads this module while lib.api is still being imported (its
+        # settings name both).
+        from lib.api import Unavailable
+
+        raise Unavailable(CACHE_DOWN_MESSAGE, retry_after=CACHE_RETRY_AFTER_SECONDS)
 
     @staticmethod
     def _count(key: str, now: float, period: int) -> int:
@@ -74,3 +126,11 @@ class AgentTokenThrottle(BaseThrottle):
         if isinstance(request.auth, SystemToken):
             return f"system-{request.auth.pk}"
         return None
+
+
+def is_read(request: Request) -> bool:
+    """A GET (or HEAD, OPTIONS) or a call of a read-only tool."""
+    if request.method in SAFE_METHODS:
+        return True
+    match = request.resolver_match
+    return match is not None and match.url_name in READ_TOOLS

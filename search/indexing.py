@@ -17,6 +17,7 @@ and model have not changed (a content hash), and is what the task,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -74,8 +75,10 @@ def _send_embedding_task() -> None:
     try:
         tasks.embed_pending.delay()
     except Exception as error:
-        cache.delete(PENDING_KEY)  # so the next write tries again
         logger.warning("Could not enqueue embed_pending: %r; the periodic run will embed it", error)
+        # So the next write tries again; if the cache has gone too, the flag expires.
+        with contextlib.suppress(Exception):
+            cache.delete(PENDING_KEY)
 
 
 def embed_pending(embedder: Embedder | None = None) -> int:

@@ -259,6 +259,140 @@ def test_a_chunked_body_is_read_like_any_other(stack, token):
     ]
 
 
+def raw_request(port: int, head: str, body: bytes, *, hang_up_after: int | None = None) -> bytes:
+    """Send one request over a raw socket: whole (then read the answer), or only its first
+    `hang_up_after` body bytes, then a pause, as a client that stalls, then hang up."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        if hang_up_after is None:
+            connection.sendall(head.encode() + body)
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+            return answer
+        connection.sendall(head.encode() + body[:hang_up_after])
+        # The client stalls for a moment (the server reads what came meanwhile), then is
+        # gone. Not a wait for the server: what the test checks holds however long it is.
+        time.sleep(0.5)
+    return b""
+
+
+def wait_for_access_line(stack: Stack, marker: str) -> str:
+    """The access log line of the request whose query string is `marker`: written once
+    the server is done with it (whatever it did)."""
+    return wait_for(
+        lambda: next((line for line in stack.log().splitlines() if marker in line), None),
+        timeout=30,
+        what=f"the access log line of {marker}",
+    )
+
+
+def session_cookies(base: str) -> dict[str, str]:
+    """The cookies of a signed-in browser (the session and the CSRF cookie), by name."""
+    handlers = sign_in(base).handlers
+    jar = next(h.cookiejar for h in handlers if isinstance(h, urllib.request.HTTPCookieProcessor))
+    return {cookie.name: cookie.value for cookie in jar}
+
+
+def body_requests(stack: Stack, token: str, marker: str, values: dict[str, str]) -> dict:
+    """(head, body) of one write each way: the agent API, the Context page's form, an MCP
+    tool call, writing values[kind]. Each body is padded after what matters, so a prefix
+    that stops before the padding still parses as the whole write."""
+    cookies = session_cookies(stack.base)
+    cookie = "; ".join(f"{name}={value}" for name, value in cookies.items())
+    api = json.dumps({"key": f"fact:api-{marker}", "value": values["api"]}).encode()
+    form = urllib.parse.urlencode({"entry-kind": "fact", "entry-value": values["page"]})
+    mcp = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "create_memory",
+                "arguments": {"key": f"fact:mcp-{marker}", "value": values["mcp"]},
+            },
+        }
+    )
+    common = "Host: 127.0.0.1\r\nConnection: close\r\n"
+    bodies = {
+        "api": api + b" " * 64,
+        "page": form.encode() + b"&" + b"x" * 63,  # an empty field, ignored
+        "mcp": mcp.encode() + b" " * 64,
+    }
+    heads = {
+        "api": f"POST /api/v1/tools/create_memory?{marker}-api HTTP/1.1\r\n{common}"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n",
+        "page": f"POST /entries/add/?{marker}-page HTTP/1.1\r\n{common}Cookie: {cookie}\r\n"
+        f"X-CSRFToken: {cookies['csrftoken']}\r\n"
+        "Content-Type: application/x-www-form-urlencoded\r\n",
+        "mcp": f"POST /mcp?{marker}-mcp HTTP/1.1\r\n{common}Authorization: Bearer {token}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n",
+    }
+    return {
+        kind: (f"{heads[kind]}Content-Length: {len(bodies[kind])}\r\n\r\n", bodies[kind])
+        for kind in heads
+    }
+
+
+def written(stack: Stack) -> tuple[int, int, int]:
+    """Rows of memory, of its history and of the activity log."""
+    return stack.sql(
+        "SELECT (SELECT count(*) FROM user_context), (SELECT count(*) FROM"
+        " user_context_history), (SELECT count(*) FROM activity_log)"
+    )[0]
+
+
+def test_a_body_cut_short_is_not_written_by_the_api_a_page_or_mcp(stack, token):
+    # Sent whole, each request writes its row: the check below would see a write.
+    values = {
+        "api": "Drinks green tea every morning",
+        "page": "Plays the cello on Sundays",
+        "mcp": "Commutes by bicycle in summer",
+    }
+    for kind, (head, body) in body_requests(stack, token, "whole", values).items():
+        answer = raw_request(stack.port, head, body)
+        status = answer.split(b" ", 2)[1]
+        assert status == {"api": b"201", "page": b"302", "mcp": b"200"}[kind], answer[:500]
+    assert dict(
+        stack.sql(
+            "SELECT value, key FROM user_context WHERE value = ANY(%s)", (list(values.values()),)
+        )
+    ) == {
+        values["api"]: "fact:api-whole",
+        values["page"]: "fact:plays-the-cello-on-sundays",
+        values["mcp"]: "fact:mcp-whole",
+    }
+
+    # Cut short where the padding starts: what arrived parses as a whole write, then the
+    # client hangs up. Nothing may be written: no memory, no history, no activity.
+    values = {
+        "api": "Collects old maps of Lisbon",
+        "page": "Bakes sourdough bread on Fridays",
+        "mcp": "Runs a chess club at work",
+    }
+    requests = body_requests(stack, token, "half", values)  # signs in first
+    before = written(stack)
+    for kind, (head, body) in requests.items():
+        raw_request(stack.port, head, body, hang_up_after=len(body) - 64)
+        wait_for_access_line(stack, f"?half-{kind} ")
+    assert written(stack) == before
+
+
+def test_two_cookie_headers_reach_django_as_both_cookies(stack):
+    cookies = session_cookies(stack.base)
+    session = next(f"{name}={value}" for name, value in cookies.items() if "session" in name)
+    head = (
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        f"Cookie: theme=dark\r\nCookie: {session}\r\n\r\n"
+    )
+
+    answer = raw_request(stack.port, head, b"")
+
+    # Joined with "," Django would read one cookie, theme="dark,sessionid=...", and send
+    # the visitor to sign in.
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert b"Runs the growth review every Monday" in answer
+
+
 def test_an_over_long_url_is_a_414_in_the_error_shape(stack, token):
     request = urllib.request.Request(
         f"{stack.base}/api/v1/working-memory?x={'a' * 100_000}",
@@ -308,24 +442,54 @@ def test_a_killed_worker_comes_back_and_its_work_is_done(stack, token):
     wait_for(lambda: missing_vectors(stack) == 0, timeout=60, what="every write's vector")
 
 
-def test_killed_beat_and_web_come_back(stack):
-    # gunicorn's workers outlive a SIGKILLed master for a moment (until they see it gone),
-    # and may answer meanwhile: wait for them to leave, so the answer below is the new one's.
-    old_web_workers = psutil.Process(stack.pid("web")).children()
-    for name in ("beat", "web"):
-        before = stack.pid(name)
-        os.kill(before, signal.SIGKILL)
+def test_killed_beat_comes_back(stack):
+    before = stack.pid("beat")
+    os.kill(before, signal.SIGKILL)
+    wait_for(
+        lambda: stack.state("beat") == "RUNNING" and stack.pid("beat") != before,
+        timeout=30,
+        what="supervisord to restart beat",
+    )
+
+
+def test_a_killed_web_master_is_replaced_while_its_workers_keep_serving(stack):
+    """The killed master's workers serve until a worker of the new master does
+    (lib/web_worker.py), then leave: every request meanwhile is answered. (How long a
+    client waits at most: bench/restart.py.)"""
+    master = stack.pid("web")
+    old_workers = psutil.Process(master).children()
+    statuses: list[int] = []
+    done = threading.Event()
+
+    def client() -> None:
+        while not done.is_set():
+            status = http_get(stack.base + "/login/")[0]
+            if status == 0:  # a connection queued on a socket as it closed: sent again
+                status = http_get(stack.base + "/login/")[0]
+            statuses.append(status)
+            time.sleep(0.05)
+
+    polling = threading.Thread(target=client)
+    polling.start()
+    try:
+        wait_for(lambda: statuses, timeout=10, what="a first answer")
+        os.kill(master, signal.SIGKILL)
         wait_for(
-            lambda name=name, before=before: (
-                stack.state(name) == "RUNNING" and stack.pid(name) != before
-            ),
+            lambda: stack.state("web") == "RUNNING" and stack.pid("web") != master,
             timeout=30,
-            what=f"supervisord to restart {name}",
+            what="supervisord to restart web",
         )
-    psutil.wait_procs(old_web_workers, timeout=60)
-    assert not [worker for worker in old_web_workers if worker.is_running()]
-    # A new web process loads Django and both models first (seconds; more on a busy machine).
-    wait_for(lambda: http_get(stack.base + "/login/")[0] == 200, timeout=120, what="web again")
+        # The new master loads the app, then its worker serves; the old ones leave after.
+        psutil.wait_procs(old_workers, timeout=120)
+        assert not [worker for worker in old_workers if worker.is_running()]
+        serving = stack.layout.run_dir / "web-serving"
+        assert int(serving.read_text().split()[0]) == stack.pid("web")
+        answered = len(statuses)
+        wait_for(lambda: len(statuses) > answered, timeout=10, what="an answer after")
+    finally:
+        done.set()
+        polling.join()
+    assert set(statuses) == {200}, statuses
 
 
 def test_a_killed_postgres_answers_503_then_recovers_with_nothing_lost(stack, token):
@@ -335,6 +499,8 @@ def test_a_killed_postgres_answers_503_then_recovers_with_nothing_lost(stack, to
     assert status == 201
     postgres = stack.pid("postgres")
     os.kill(postgres, signal.SIGKILL)
+    # Until the server's death is noticed, its backends may still answer a request.
+    wait_for(lambda: stack.pid("postgres") != postgres, timeout=30, what="a new PostgreSQL")
 
     answers = []
 

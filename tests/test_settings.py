@@ -52,6 +52,10 @@ def test_the_search_nudges_are_read(tmp_path):
         ({"MNEMO_API_RATE": "fast"}, "MNEMO_API_RATE='fast' is not a rate"),
         ({"MNEMO_API_RATE": "0/min"}, "MNEMO_API_RATE='0/min' is not a rate"),
         ({"MNEMO_API_RATE": "10/week"}, "MNEMO_API_RATE='10/week' is not a rate"),
+        (
+            {"MNEMO_API_RATE_FAIL_OPEN": "maybe"},
+            "MNEMO_API_RATE_FAIL_OPEN='maybe' must be one of reads, all, none.",
+        ),
         ({"MNEMO_SEARCH_USE_NUDGE": "0.2"}, "MNEMO_SEARCH_USE_NUDGE='0.2' must be from 0 to 0.1."),
         ({"MNEMO_SEARCH_AGE_NUDGE": "-0.01"}, "MNEMO_SEARCH_AGE_NUDGE='-0.01' must be from 0 to"),
         ({"MNEMO_SEARCH_AGE_NUDGE": "some"}, "MNEMO_SEARCH_AGE_NUDGE='some' is not a number."),

@@ -1,0 +1,107 @@
+"""gunicorn's ASGI worker, made to hand over to the next master when its own one dies.
+
+Under `make run`, supervisord restarts gunicorn's master when it dies (lib/stack.py).
+Its workers outlive it; stock gunicorn has them stop within a second, while the new
+master's worker first loads Django and the models (seconds; over ten on a busy machine),
+and meanwhile the port refuses or holds every connection: about 5-6 s without an answer
+per kill on two cores (bench/restart.py, bench/README.md).
+
+With `reuse_port` on (lib/stack.py turns it on, with `preload_app`), a worker whose master
+is gone keeps serving instead, on its own socket, and leaves once a worker of the new
+master serves: the new master binds its socket beside the old one (SO_REUSEPORT) only
+after it has loaded the app (preload), and the workers it forks are serving moments later.
+Each worker says so in `$MNEMO_DATA_DIR/run/web-serving` (its master's pid), which the
+orphans read once a second. An orphan also leaves when supervisord has gone (Ctrl-C
+while the new master was still loading) and after ORPHAN_SECONDS at most. It leaves as
+any worker stops: no new connections, the requests in flight finished.
+
+Without `reuse_port` (compose, the benchmarks) this is gunicorn's own ASGI worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from gunicorn.workers.gasgi import ASGIWorker
+
+from lib.stack import Layout, data_dir_from_environment
+
+ORPHAN_SECONDS = 120.0
+
+
+def serving_file() -> Path:
+    return Layout(data_dir_from_environment()).run_dir / "web-serving"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent of a live process (Linux: /proc/<pid>/stat, after the command's ')')."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Worker(ASGIWorker):
+    """gunicorn's ASGI worker; an orphan keeps serving until the next master's worker does."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.master_pid = self.ppid
+        self.supervisor_pid: int | None = None
+        self.orphaned_at: float | None = None
+        self.announced = False
+
+    def notify(self) -> None:
+        """Called by the serving loop once a second, just before it checks that its master
+        is alive (it stops when `self.ppid` is not its parent any more)."""
+        super().notify()
+        if not self.cfg.reuse_port:
+            return
+        if not self.announced:  # the loop runs: this worker's sockets are serving
+            self.announced = True
+            self.supervisor_pid = _parent_of(self.master_pid)
+            self._announce()
+        if os.getppid() == self.master_pid:
+            return
+        now = time.monotonic()
+        if self.orphaned_at is None:
+            self.orphaned_at = now
+            self.log.info("Master %s is gone; serving until its successor does", self.master_pid)
+        self.ppid = os.getppid()  # the loop's check passes: keep serving
+        if self._successor_serving():
+            self.log.info("A new master serves; this orphaned worker stops")
+        elif self.supervisor_pid is not None and not _alive(self.supervisor_pid):
+            self.log.info("The supervisor is gone; this orphaned worker stops")
+        elif now - self.orphaned_at > ORPHAN_SECONDS:
+            self.log.info("No new master for %.0f s; this orphaned worker stops", ORPHAN_SECONDS)
+        else:
+            return
+        self.alive = False  # the loop ends; in-flight requests finish (graceful_timeout)
+
+    def _announce(self) -> None:
+        path = serving_file()
+        with contextlib.suppress(OSError):
+            partial = path.with_name(f"{path.name}.{os.getpid()}")
+            partial.write_text(f"{self.master_pid} {os.getpid()}\n")
+            partial.replace(path)
+
+    def _successor_serving(self) -> bool:
+        try:
+            master = int(serving_file().read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return False
+        return master != self.master_pid and _alive(master)
