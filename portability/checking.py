@@ -171,9 +171,6 @@ class _Bounded:
     def read(self, size: int) -> bytes:
         return self._counted(self._guard(self._handle.read, min(size, self._left + 1)))
 
-    def readline(self, limit: int) -> bytes:
-        return self._counted(self._guard(self._handle.readline, limit))
-
     def _counted(self, data: bytes) -> bytes:
         self._left -= len(data)
         if self._left < 0:
@@ -257,12 +254,8 @@ def jsonl_records(
     """(line number, the object or None, why not) for each non-empty line, streamed."""
     handle = _Bounded(archive, info)
     try:
-        number = 0
-        while line := handle.readline(MAX_LINE_BYTES + 1):
-            number += 1
-            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
-                    pass
+        for number, line in enumerate(_lines(handle), start=1):
+            if line is None:
                 yield number, None, f"longer than {MAX_LINE_BYTES:,} bytes"
                 continue
             if not line.strip():
@@ -276,6 +269,33 @@ def jsonl_records(
                 yield number, record, ""
     finally:
         handle.close()
+
+
+def _lines(handle: _Bounded) -> Iterator[bytes | None]:
+    """The member's lines (without their newline), None for each longer than
+    MAX_LINE_BYTES, holding at most that much: zipfile's readline(limit) may return more
+    than its limit."""
+    pending = bytearray()
+    too_long = False
+    while chunk := handle.read(READ_CHUNK):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if too_long or len(pending) + end - start > MAX_LINE_BYTES:
+                yield None
+            else:
+                yield bytes(pending + chunk[start:end]) if pending else chunk[start:end]
+            pending.clear()
+            too_long = False
+            start = end + 1
+        if too_long or len(pending) + len(chunk) - start > MAX_LINE_BYTES:
+            pending.clear()
+            too_long = True
+        else:
+            pending += chunk[start:]
+    if too_long:
+        yield None
+    elif pending:
+        yield bytes(pending)
 
 
 def parse_time(value: object) -> datetime | None:

@@ -21,8 +21,8 @@ from context.models import Document
 from memory.models import Memory, MemoryHistory
 from memory.services import memory_upsert
 from portability import format as fmt
-from portability.export import write_export
 from portability.checking import MAX_LINE_BYTES, jsonl_records, member_digest
+from portability.export import write_export
 from portability.importing import import_job_create, import_job_run
 from portability.models import ImportJob, ImportStatus
 from tests.factories import UserFactory

@@ -110,7 +110,13 @@ def test_history_is_not_replayed_into_memories_the_account_had(alice_with_histor
     assert "memory history" not in job.summary["sections"]
 
 
-CAT = {"value": "Has a cat", "source": "user_stated", "confidence": 1.0, "tags": [], "pinned": False}
+CAT = {
+    "value": "Has a cat",
+    "source": "user_stated",
+    "confidence": 1.0,
+    "tags": [],
+    "pinned": False,
+}
 
 
 def _history_line(key: str, **changes) -> bytes:
