@@ -7,6 +7,7 @@ Archives are made by tests/portability/zips.py."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import os
@@ -18,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import DataError, connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -760,3 +762,31 @@ def test_a_version_page_with_a_huge_repetitive_change_answers_quickly(account, c
     assert page.status_code == 200
     assert time.monotonic() - started < 5
     assert "more lines" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_times_an_older_import_stored_unreadable_are_repaired(account, pages):
+    """portability/migrations/0004: a time before the year 1 in UTC (or past 9999) could be
+    stored, and then no page could read its row."""
+    repair = importlib.import_module("portability.migrations.0004_repair_imported_times")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE user_context_history SET created_at = '0001-01-01 00:00:00+14' "
+            "WHERE user_id = %s AND key = 'name'",
+            [account.pk],
+        )
+        cursor.execute(
+            "UPDATE user_context SET created_at = '9999-12-31 23:00:00-14' "
+            "WHERE user_id = %s AND key = 'name'",
+            [account.pk],
+        )
+    with pytest.raises(DataError):
+        list(MemoryHistory.objects.filter(user=account).values_list("created_at"))
+
+    with connection.cursor() as cursor:
+        cursor.execute(repair.REPAIR)
+
+    times = MemoryHistory.objects.filter(user=account, key="name").values_list("created_at")
+    assert [when for (when,) in times] == [datetime(1970, 1, 1, tzinfo=UTC)]
+    assert Memory.objects.get(user=account, key="name").created_at <= timezone.now()
+    pages(account)
