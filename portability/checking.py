@@ -85,6 +85,12 @@ MAX_PROFILE_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_WORK_FILE_BYTES = 8 * 1024 * 1024  # a report's body and the metadata an agent gave it
 READ_CHUNK = 1024 * 1024
+# Values one line, work file or profile may hold: a line's states, payloads and tags hold
+# dozens; a work item's metadata (any JSON an agent gave it) may hold many more.
+MAX_JSON_VALUES = 1_000_000
+# The manifest's values per member of the archive (a file's entry holds about 13): its
+# memory once parsed then follows the archive's own size.
+MANIFEST_VALUES_PER_MEMBER = 20
 # Times an archive may carry: PostgreSQL keeps earlier ones, but Python cannot read a time
 # before the year 1 back (an offset can push one there), so every page showing it would fail.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
@@ -208,17 +214,24 @@ def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> 
         handle.close()
 
 
-def parse_json(raw: bytes | str) -> tuple[Any, str]:
+def parse_json(raw: bytes | str, *, max_values: int = MAX_JSON_VALUES) -> tuple[Any, str]:
     """(the value, "") of a JSON text, or (None, why not), never raising: nested at most
     MAX_JSON_DEPTH levels, as the agent API takes (found before parsing, so deep nesting is
-    a refusal, not a RecursionError), no NaN or Infinity, strict UTF-8, and no string
-    PostgreSQL cannot store (NUL, a lone surrogate)."""
+    a refusal, not a RecursionError), at most about `max_values` values (counted before
+    parsing: `[]` is 2 bytes of text and 56 of memory once parsed), no NaN or Infinity,
+    strict UTF-8, and no string PostgreSQL cannot store (NUL, a lone surrogate)."""
+    data = raw.encode() if isinstance(raw, str) else raw
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError:
         return None, "not UTF-8 text"
-    if json_nesting_exceeds(text.encode() if isinstance(raw, str) else raw, MAX_JSON_DEPTH):
+    if json_nesting_exceeds(data, MAX_JSON_DEPTH):
         return None, f"nested more than {MAX_JSON_DEPTH} levels deep"
+    # Every string, array, object or further element adds one of these (more, if strings
+    # hold them): an upper bound on the values parsing would make.
+    values = data.count(b'"') // 2 + data.count(b"[") + data.count(b"{") + data.count(b",")
+    if values > max_values:
+        return None, f"holding more than {max_values:,} values"
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as error:
@@ -856,9 +869,10 @@ def _read_manifest(archive: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo]
     raw = read_member(archive, members[fmt.MANIFEST], MAX_MANIFEST_BYTES)
     if raw is None:
         raise ArchiveRefused(f"{fmt.MANIFEST} is larger than {MAX_MANIFEST_BYTES:,} bytes.")
-    manifest, problem = parse_json(raw)
+    entries = len(archive.infolist())
+    manifest, problem = parse_json(raw, max_values=MANIFEST_VALUES_PER_MEMBER * entries + 1000)
     if problem:
-        raise ArchiveRefused(f"{fmt.MANIFEST} is {problem}.")
+        raise ArchiveRefused(f"{fmt.MANIFEST} is {problem} (the archive holds {entries:,}).")
     if not isinstance(manifest, dict) or manifest.get("format") != fmt.FORMAT:
         raise ArchiveRefused(
             f"{fmt.MANIFEST} does not name the format '{fmt.FORMAT}': not a Mnemo export."

@@ -790,3 +790,18 @@ def test_times_an_older_import_stored_unreadable_are_repaired(account, pages):
     assert [when for (when,) in times] == [datetime(1970, 1, 1, tzinfo=UTC)]
     assert Memory.objects.get(user=account, key="name").created_at <= timezone.now()
     pages(account)
+
+
+@pytest.mark.django_db
+def test_a_manifest_of_many_small_values_is_refused_before_parsing(account):
+    """`[]` is 2 bytes of text and 56 of memory once parsed: the manifest's values are
+    counted first, against the members the archive holds."""
+    body = b'{"format": "mnemo-export", "format_version": 1, "files": {}, "x": ['
+    body += b"[]," * 200_000 + b"[]]}"
+    before = account_state(account)
+
+    job = run(account, zips.build(_good(), manifest_bytes=body, compression=zipfile.ZIP_STORED))
+
+    assert job.status == ImportStatus.FAILED
+    assert "manifest.json is holding more than 1,040 values (the archive holds 2)" in job.error
+    assert account_state(account) == before
