@@ -959,13 +959,7 @@ def _digest_matches(checked: CheckedArchive, name: str, report: Report) -> bool:
         and size == expected.get("bytes")
     ):
         return True
-    report.add(
-        "archive",
-        name,
-        "refused",
-        "Not read: its SHA-256 or length does not match the manifest (damaged or changed "
-        "after the export).",
-    )
+    _digest_refused(report, name)
     return False
 
 
