@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -23,6 +24,9 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != BE
 sys.path.insert(0, str(ROOT))
 
 from bench.common import prepare_environment, print_machine, verdict  # noqa: E402
+
+if TYPE_CHECKING:
+    from django.core.files.uploadedfile import SimpleUploadedFile
 
 TARGET_SECONDS = 60.0
 
@@ -76,6 +80,22 @@ def main() -> None:
         f"time       {seconds:.1f} s (target ≤ {TARGET_SECONDS:.0f} s): "
         f"{verdict(seconds <= TARGET_SECONDS)}"
     )
+    check = _check_seconds(target, upload)
+    print(f"check      {check:.1f} s: the check alone (portability/checking.py), included above")
+
+
+def _check_seconds(user: object, upload: SimpleUploadedFile) -> float:
+    """The check the job runs before writing (portability/checking.py), timed alone on the
+    same archive: it reads every member once and writes nothing to the account."""
+    from portability.checking import check_archive
+    from portability.importing import Report, import_job_create
+
+    upload.seek(0)
+    job = import_job_create(user=user, kind="mnemo", mode="merge", upload=upload)
+    with job.file.open("rb") as archive:
+        started = time.perf_counter()
+        check_archive(user=user, fileobj=archive, report=Report(job)).archive.close()
+        return time.perf_counter() - started
 
 
 if __name__ == "__main__":

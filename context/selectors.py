@@ -419,7 +419,7 @@ def version_before(version: DocumentVersion) -> DocumentVersion | None:
 
 def version_changes(version: DocumentVersion) -> list[ChangedLine] | None:
     """What this version changed, line by line, against the one before it (None for the
-    first version or a deletion): changed lines with a little context around them."""
+    first version or a deletion): line_changes below."""
     previous = version_before(version)
     if previous is None or version.action == "delete":
         return None
@@ -427,11 +427,51 @@ def version_changes(version: DocumentVersion) -> list[ChangedLine] | None:
 
 
 def line_changes(before: str, after: str) -> list[ChangedLine]:
-    """The changed lines from before to after, with a little context around them."""
+    """The changed lines from before to after, with a little context around them.
+
+    The lines both share at the start and at the end are set aside first; the rest is
+    compared exactly when each side has at most DIFF_EXACT_LINES, else shown as one block
+    replaced by another (cut to DIFF_BLOCK_LINES each): difflib's time grows with the
+    product of the sides when lines repeat, and a body of up to 1 MiB (an imported version
+    too) could otherwise hold a page for minutes."""
     old, new = before.splitlines(), after.splitlines()
-    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    old_middle, new_middle = old[start : len(old) - end], new[start : len(new) - end]
+    if not old_middle and not new_middle:
+        return []
+    context = DIFF_CONTEXT_LINES
+    lines = [ChangedLine("same", text) for text in old[max(0, start - context) : start]]
+    if len(old_middle) <= DIFF_EXACT_LINES and len(new_middle) <= DIFF_EXACT_LINES:
+        matcher = difflib.SequenceMatcher(a=old_middle, b=new_middle, autojunk=False)
+        lines += _grouped(matcher.get_grouped_opcodes(context), old_middle, new_middle)
+    else:
+        lines += _block("removed", old_middle) + _block("added", new_middle)
+    lines += [ChangedLine("same", text) for text in new[len(new) - end :][:context]]
+    return lines
+
+
+# Changed lines compared exactly, on each side at most; longer changes show as blocks.
+DIFF_EXACT_LINES = 1000
+DIFF_BLOCK_LINES = 200
+
+
+def _block(kind: str, texts: list[str]) -> list[ChangedLine]:
+    lines = [ChangedLine(kind, text) for text in texts[:DIFF_BLOCK_LINES]]
+    if len(texts) > DIFF_BLOCK_LINES:
+        lines.append(ChangedLine(kind, f"… and {len(texts) - DIFF_BLOCK_LINES:,} more lines"))
+    return lines
+
+
+def _grouped(
+    groups: Iterable[list[tuple[str, int, int, int, int]]], old: list[str], new: list[str]
+) -> list[ChangedLine]:
     lines: list[ChangedLine] = []
-    for group in matcher.get_grouped_opcodes(DIFF_CONTEXT_LINES):
+    for group in groups:
         if lines:
             lines.append(ChangedLine("same", "…"))
         for tag, old_start, old_end, new_start, new_end in group:

@@ -363,7 +363,14 @@ def past_version_problem(version: PastVersion) -> str:
         return f"'{version.action}' is not a version action."
     if not isinstance(version.body, str):
         return "Its body is not text."
-    if len(version.body.encode()) > MAX_BODY_BYTES:
+    # The rules of a live write (document_write): no NUL, UTF-8 (so no lone surrogate).
+    if "\x00" in version.body:
+        return "Its body contains a NUL character (U+0000)."
+    try:
+        size = len(version.body.encode())
+    except UnicodeEncodeError:
+        return "Its body holds an unpaired surrogate (not UTF-8 text)."
+    if size > MAX_BODY_BYTES:
         return f"Its body is larger than {MAX_BODY_BYTES:,} bytes."
     if version.created_at > timezone.now():
         return "It is dated in the future."

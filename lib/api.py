@@ -7,9 +7,6 @@ of lib/errors.py map onto it, and so do DRF's own exceptions.
 from __future__ import annotations
 
 import json
-import operator
-import re
-from itertools import accumulate, repeat
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +30,7 @@ from lib.errors import (
     ServiceError,
 )
 from lib.http_errors import body_too_large_message, error_body
+from lib.json_depth import MAX_JSON_DEPTH, json_nesting_exceeds
 
 SERVICE_ERROR_STATUS = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
@@ -183,39 +181,6 @@ class LimitedJSONParser(JSONParser):
             return json.loads(text, parse_constant=_refuse_constant)
         except ValueError as error:
             raise exceptions.ParseError(str(error)) from error
-
-
-# No tool takes more than a few levels; deeper bodies are refused before json.loads, whose
-# recursion would otherwise end in a RecursionError (a 500) a few thousand levels down.
-MAX_JSON_DEPTH = 100
-# What is left of a JSON text once its escapes are gone: a string, or an unterminated one
-# running to the end (so the pattern always matches at a quote and never rescans).
-_JSON_STRING = re.compile(rb'"[^"]*(?:"|\Z)')
-_NOT_A_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
-# Openers become 2 and closers 0: each byte minus 1 is the step in depth.
-_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
-_DEPTH_CHUNK = 65536
-
-
-def json_nesting_exceeds(raw: bytes, limit: int) -> bool:
-    """Whether a JSON text nests arrays and objects more than `limit` deep, found without
-    parsing or recursing (brackets inside strings do not count). Linear in the text, and
-    stops at the first level past the limit."""
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return False
-    # `\\` then `\"` go first, so no escaped quote ends a string below.
-    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    steps = _JSON_STRING.sub(b"", unescaped).translate(_DEPTH_STEPS, _NOT_A_BRACKET)
-    if b"\x02" * (limit + 1) in steps:
-        return True
-    depth = 0
-    for start in range(0, len(steps), _DEPTH_CHUNK):
-        chunk = steps[start : start + _DEPTH_CHUNK]
-        depths = list(accumulate(map(operator.sub, chunk, repeat(1)), initial=depth))
-        if max(depths) > limit:
-            return True
-        depth = depths[-1]
-    return False
 
 
 def _too_large() -> RequestTooLarge:

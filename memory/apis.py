@@ -56,6 +56,7 @@ from memory.search import search_memory
 from memory.services import MAX_TAGS
 from memory.working_memory import (
     AGENT,
+    DAMAGED,
     EMPTY,
     MIXED,
     OVER_BUDGET,
@@ -373,9 +374,10 @@ class MemoryPageSerializer(serializers.Serializer):
 class OmittedSerializer(serializers.Serializer):
     key = serializers.CharField()
     reason = serializers.ChoiceField(
-        choices=[OVER_BUDGET, EMPTY],
+        choices=[OVER_BUDGET, EMPTY, DAMAGED],
         help_text="over_budget: no room left; empty: nothing left once control characters "
-        "were removed.",
+        "were removed; damaged (with as_of): the history row holding its state then is "
+        "malformed, so it is left out.",
     )
 
 

@@ -12,6 +12,7 @@ from lib.search_fields import EmbeddingFields
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
 
 MAX_VALUE_LENGTH = 2000
+MAX_TAGS = 20
 MAX_REASON_LENGTH = 500
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from activity.actors import ActorKind
 from memory.keys import ENTRY_KINDS, PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal, ProposalStatus
+from memory.snapshots import state_problem
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -223,13 +224,21 @@ class MemoryState(NamedTuple):
     created_id: int  # the history row that created it: keys numbered in creation order
 
 
-def memory_states_as_of(*, user: AbstractBaseUser, as_of: datetime) -> list[MemoryState]:
+class StatesAsOf(NamedTuple):
+    states: list[MemoryState]
+    # Keys whose state then is not one a memory can have (memory/snapshots.py): an older
+    # import stored it. Left out, and named, rather than trusted.
+    damaged: list[str]
+
+
+def memory_states_as_of(*, user: AbstractBaseUser, as_of: datetime) -> StatesAsOf:
     """The user's memories as they were at `as_of` (an aware datetime), from history.
 
     For each key, the latest history row created at or before `as_of` holds its state:
     the row's `after`, or no memory at all if that row is a deletion (`after` is null).
     Keys first written after `as_of` are absent, so a time before the user's first
-    memory gives nothing.
+    memory gives nothing. A state that fails memory/snapshots.py `state_problem` is not
+    read: its key is listed as damaged.
 
     Uses are not historical: history keeps no access count or last access, so a state's
     recency is `changed_at`, the time of that change. Tags are left out (the working
@@ -242,21 +251,27 @@ def memory_states_as_of(*, user: AbstractBaseUser, as_of: datetime) -> list[Memo
         )
         .order_by("key", "-created_at", "-id")
         .distinct("key")
-        .values_list("key", "after", "source", "created_at", "created_id", "id")
+        .values_list("key", "action", "after", "created_at", "created_id", "id")
     )
-    return [
-        MemoryState(
-            key=key,
-            value=after["value"],
-            source=source,
-            confidence=after["confidence"],
-            pinned=after["pinned"],
-            changed_at=created_at,
-            created_id=created_id if created_id is not None else row_id,
+    result = StatesAsOf([], [])
+    for key, action, after, created_at, created_id, row_id in rows:
+        if after is None:
+            continue
+        if state_problem(after, renamed=action == HistoryAction.RENAME):
+            result.damaged.append(key)
+            continue
+        result.states.append(
+            MemoryState(
+                key=key,
+                value=after["value"],
+                source=after["source"],
+                confidence=after["confidence"],
+                pinned=after["pinned"],
+                changed_at=created_at,
+                created_id=created_id if created_id is not None else row_id,
+            )
         )
-        for key, after, source, created_at, created_id, row_id in rows
-        if after is not None
-    ]
+    return result
 
 
 def proposal_list(

@@ -30,6 +30,7 @@ from memory.duplicates import NearMatch, find_near_duplicate
 from memory.keys import ENTRY_KINDS, SLUG_PATTERN, KeyFamily, parse_key
 from memory.models import (
     MAX_REASON_LENGTH,
+    MAX_TAGS,
     MAX_VALUE_LENGTH,
     HistoryAction,
     Memory,
@@ -40,6 +41,7 @@ from memory.models import (
     ProposalTrigger,
     Source,
 )
+from memory.snapshots import state_fields, state_problem
 from profiles.models import Profile
 from profiles.services import MEMORY_PAUSED_MESSAGE
 from search.indexing import request_embedding
@@ -53,7 +55,6 @@ if TYPE_CHECKING:
     from llm.models import Turn
 
 DEFAULT_AGENT_CONFIDENCE = 0.8
-MAX_TAGS = 20
 
 
 class _Unset:
@@ -665,13 +666,19 @@ def past_change_problem(change: PastChange) -> str:
         return f"'{change.action}' is not a history action."
     if change.source not in Source.values:
         return f"'{change.source}' is not a source."
-    for state in (change.before, change.after):
-        if state is not None and not isinstance(state, dict):
-            return "A state before or after the change is not an object."
     needs_before, needs_after = _STATES[HistoryAction(change.action)]
     has = (change.before is not None, change.after is not None)
     if (needs_before is not None and has[0] != needs_before) or has[1] != needs_after:
         return f"A '{change.action}' change with these states cannot have happened."
+    # Each state as live rows hold it (memory/snapshots.py): the readers of history rely
+    # on it, and the row's source is the source of the state it leaves (or removed).
+    for name, state in (("before", change.before), ("after", change.after)):
+        renamed = change.action == HistoryAction.RENAME
+        if state is not None and (problem := state_problem(state, renamed=renamed)):
+            return f"The state {name} the change: {problem}."
+    last = change.after if change.after is not None else change.before
+    if last is not None and last["source"] != change.source:
+        return "Its source is not the source of the state it records."
     if change.created_at > timezone.now():
         return "It is dated in the future."
     return ""
@@ -733,10 +740,15 @@ def memory_restore(
     else:
         state = entry.before
         expected = entry.after  # None for a deletion: the key must have no memory
+    # A stored state is not trusted (memory/snapshots.py): an older import kept any shape.
+    if problem := state_problem(state, renamed=entry.action == HistoryAction.RENAME):
+        raise InvalidInput(
+            f"History entry {history_id} cannot be restored: {problem}.", field="history_id"
+        )
     return _write(
         user=user,
         key=entry.memory.key if entry.memory is not None else entry.key,
-        fields={name: state[name] for name in ("value", "source", "confidence", "tags", "pinned")},
+        fields=state_fields(state),
         actor=actor,
         action=HistoryAction.RESTORE,
         expected=expected,

@@ -68,6 +68,7 @@ ENTRY_LABELS = {
 _PREFIXES = {kind: f"- {label} " for kind, label in ENTRY_LABELS.items()}
 OVER_BUDGET = "over_budget"
 EMPTY = "empty"  # nothing left of the value once sanitized
+DAMAGED = "damaged"  # as of a past time: the history row holding its state is malformed
 ELLIPSIS = "…"  # ends a value shortened to fit its line
 # What opens a Markdown block at the start of a line: a heading, a quote, a list item or
 # thematic break, a setext underline, a table row, a code fence, an HTML block. A value that
@@ -146,10 +147,15 @@ def build_working_memory(
     they last changed (memory_states_as_of); the budget is still today's.
     """
     budget = _check_budget(profile_for_user(user).token_budget if budget is None else budget)
-    rows = _rows(user) if as_of is None else _rows_as_of(user, check_as_of(as_of))
+    damaged: list[Omitted] = []
+    if as_of is None:
+        rows = _rows(user)
+    else:
+        rows, damaged = _rows_as_of(user, check_as_of(as_of))
     counter = get_token_counter()
     counts = _memoized_counts(counter)
     units, omitted = _units(rows, settings.MNEMO_WORKING_MEMORY_LINE_CHARS)
+    omitted += damaged
     chosen, text = _fit(units, budget, counts)
     included, left_out = _split(units, chosen)
     omitted += [_over_budget(key) for unit in left_out for key in unit.keys]
@@ -237,10 +243,12 @@ def _rows_sql() -> str:
     )
 
 
-def _rows_as_of(user: AbstractBaseUser, as_of: datetime) -> list[_Row]:
-    """The rows as they were at `as_of`, last changed standing in for last used."""
+def _rows_as_of(user: AbstractBaseUser, as_of: datetime) -> tuple[list[_Row], list[Omitted]]:
+    """The rows as they were at `as_of`, last changed standing in for last used; and the
+    keys whose state then history cannot give (memory/snapshots.py), left out."""
     microsecond = timedelta(microseconds=1)
-    return [
+    found = memory_states_as_of(user=user, as_of=as_of)
+    rows = [
         _Row(
             state.key,
             _as_data(state.value),
@@ -250,8 +258,9 @@ def _rows_as_of(user: AbstractBaseUser, as_of: datetime) -> list[_Row]:
             state.created_id,
             state.source == Source.USER_STATED,
         )
-        for state in memory_states_as_of(user=user, as_of=as_of)
+        for state in found.states
     ]
+    return rows, [Omitted(key, DAMAGED) for key in found.damaged]
 
 
 def sanitize(value: str) -> str:

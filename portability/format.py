@@ -33,7 +33,8 @@
   "exported_at", "user", "counts", "files"}`. `counts` maps each file (and the folders
   `documents/` and `work/`) to its number of lines or members; `files` maps every other
   member's name to `{"sha256": hex digest of its bytes, "bytes": its length}` (plus
-  `agent` and `path` for documents).
+  `agent` and `path` for documents). An archive holds these members and nothing else:
+  the import refuses one the manifest does not list (portability/checking.py).
 
 An actor everywhere is `{"type": "user" | "agent" | "system", "agent": name or null}`.
 No ids, embeddings or search columns are exported; the work file name's id is only there

@@ -20,7 +20,6 @@ credential (lib/credentials.py) is refused and reported with the credential left
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,7 +34,9 @@ from lib.errors import SecretRefused, ServiceError
 from lib.tags import TAG_PATTERN, normalize_tag
 from memory.models import MAX_VALUE_LENGTH, Memory
 from memory.services import MAX_TAGS, memory_store
-from portability.importing import ArchiveRefused, Report, parse_time
+from memory.snapshots import UNSTORABLE
+from portability.checking import ArchiveRefused, parse_json, parse_time
+from portability.importing import Report
 from portability.models import ImportKind
 
 if TYPE_CHECKING:
@@ -154,10 +155,11 @@ def read_entries(kind: str, fileobj: IO[bytes]) -> list[Entry]:
     if kind == ImportKind.CLAUDE:
         return parse_claude(text)
     if kind == ImportKind.MEM0:
+        data, problem = parse_json(text)
+        if problem:
+            raise ArchiveRefused(f"The file is {problem}.")
         try:
-            return parse_mem0(json.loads(text))
-        except json.JSONDecodeError as error:
-            raise ArchiveRefused(f"The file is not JSON ({error}).") from error
+            return parse_mem0(data)
         except ValueError as error:
             raise ArchiveRefused(f"Not a mem0 export: {error}.") from error
     raise ArchiveRefused(f"Unknown import format '{kind}'.")
@@ -167,6 +169,7 @@ def import_text(*, user: AbstractBaseUser, kind: str, fileobj: IO[bytes], report
     """Store each entry of another tool's export (see the module's docstring)."""
     entries = read_entries(kind, fileobj)
     report.set_total(len(entries))
+    report.writing = True
     tool = TOOL_NAMES[ImportKind(kind)]
     for number, entry in enumerate(entries, start=1):
         store_entry(user=user, entry=entry, tool=tool, item=f"{number}", report=report)
@@ -181,6 +184,9 @@ def store_entry(
         return
     if len(entry.text) > MAX_VALUE_LENGTH:
         report.add("memories", label, "refused", f"Longer than {MAX_VALUE_LENGTH:,} characters.")
+        return
+    if UNSTORABLE.search(entry.text):
+        report.add("memories", label, "refused", "It holds a NUL character (U+0000).")
         return
     try:
         with transaction.atomic():

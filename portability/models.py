@@ -3,18 +3,23 @@ account by a Celery job (portability/tasks.py), with its progress and its summar
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 
 def import_storage() -> FileSystemStorage:
     """Uploads wait for their job under MNEMO_DATA_DIR/imports, never under a served folder;
     the job deletes its file when it ends."""
     return FileSystemStorage(location=settings.DATA_DIR / "imports")
+
+
+STALLED_AFTER = timedelta(minutes=1)
 
 
 class ImportKind(models.TextChoices):
@@ -100,8 +105,19 @@ class ImportJob(models.Model):
         return min(100, self.processed * 100 // self.total)
 
     @property
+    def stalled(self) -> bool:
+        """Running, and no progress saved for a minute (a running job saves it twice a
+        second): its page then polls slowly until beat's sweep sends it again or fails it."""
+        return (
+            self.status == ImportStatus.RUNNING
+            and self.progressed_at is not None
+            and self.progressed_at < timezone.now() - STALLED_AFTER
+        )
+
+    @property
     def items(self) -> list[dict[str, Any]]:
-        return list(self.summary.get("items", []))
+        items = self.summary.get("items", []) if isinstance(self.summary, dict) else []
+        return list(items) if isinstance(items, list) else []
 
 
 def export_storage() -> FileSystemStorage:

@@ -63,7 +63,7 @@ from memory.forms import (
     timezone_names,
 )
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN, PROFILE_KEYS, STYLE_ASPECTS
-from memory.models import HistoryAction, Memory, MemoryHistory, Source
+from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
 from memory.selectors import (
     MemoryBatch,
     deleted_batch_list,
@@ -85,7 +85,14 @@ from memory.services import (
     memory_set,
     memory_update,
 )
-from memory.working_memory import EMPTY, OVER_BUDGET, build_working_memory, check_as_of
+from memory.snapshots import state_problem
+from memory.working_memory import (
+    DAMAGED,
+    EMPTY,
+    OVER_BUDGET,
+    build_working_memory,
+    check_as_of,
+)
 from profiles.services import profile_for_user, profile_update
 
 if TYPE_CHECKING:
@@ -111,6 +118,7 @@ OMITTED_SHOWN = 25
 OMITTED_REASONS = {
     OVER_BUDGET: "did not fit in the token budget",
     EMPTY: "nothing left once control characters were removed",
+    DAMAGED: "its history then is damaged (a malformed row), so it is left out",
 }
 
 
@@ -533,7 +541,8 @@ def _undo_offer(request: HtmxHttpRequest, memories: dict[str, Memory]) -> Memory
     ).first()
     if row is None or row.key in memories:
         return None
-    row.quoted = _quoted(str((row.before or {}).get("value", "")))
+    before = row.before if isinstance(row.before, dict) else {}
+    row.quoted = _quoted(_shown(before.get("value")) or "")
     return row
 
 
@@ -1099,21 +1108,42 @@ def _history_context(
     )
     for row in rows:
         row.who = who(request, row)
-        row.old_value = (row.before or {}).get("value")
-        row.new_value = (row.after or {}).get("value")
-        if row.action == HistoryAction.RENAME:
-            row.old_key = (row.before or {}).get("key", "")
-            row.new_key = (row.after or {}).get("key", row.key)
-        state = row.after if row.after is not None else row.before
-        state = {name: value for name, value in (state or {}).items() if name != "key"}
+        # A stored state is not trusted (memory/snapshots.py): an older import kept any
+        # shape. A damaged one is shown as far as it reads, says so, and is not offered.
+        renamed = row.action == HistoryAction.RENAME
+        row.damaged = next(
+            (
+                f"The state {name} this change is damaged: {problem}."
+                for name, state in (("before", row.before), ("after", row.after))
+                if state is not None and (problem := state_problem(state, renamed=renamed))
+            ),
+            "",
+        )
+        before = row.before if isinstance(row.before, dict) else {}
+        after = row.after if isinstance(row.after, dict) else {}
+        row.old_value = _shown(before.get("value"))
+        row.new_value = _shown(after.get("value"))
+        if renamed:
+            row.old_key = _shown(before.get("key")) or ""
+            row.new_key = _shown(after.get("key")) or row.key
+        state = after if row.after is not None else before
+        state = {name: value for name, value in state.items() if name != "key"}
         # memory_restore writes a state back under the memory's key now when the row is of
         # this memory (from before a rename too); a row of another memory that once had
         # this key (deleted since) would come back under the old key, so it is not offered.
         same_memory = memory is not None and row.memory_id == memory.pk
-        row.restorable = state != current and (row.key == key or same_memory)
+        row.restorable = not row.damaged and state != current and (row.key == key or same_memory)
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
     return {"key": key, "memory": memory, "rows": rows, "back_url": _tab_url(tab)}
+
+
+def _shown(value: object) -> str | None:
+    """A stored state's text as the history page shows it: text only, and no longer than a
+    value may be (a damaged row may hold anything)."""
+    if not isinstance(value, str):
+        return None
+    return value if len(value) <= MAX_VALUE_LENGTH else value[:MAX_VALUE_LENGTH] + "…"
 
 
 @login_required

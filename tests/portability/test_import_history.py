@@ -110,13 +110,22 @@ def test_history_is_not_replayed_into_memories_the_account_had(alice_with_histor
     assert "memory history" not in job.summary["sections"]
 
 
+CAT = {
+    "value": "Has a cat",
+    "source": "user_stated",
+    "confidence": 1.0,
+    "tags": [],
+    "pinned": False,
+}
+
+
 def _history_line(key: str, **changes) -> bytes:
     record = {
         "key": key,
         "action": "create",
         "source": "user_stated",
         "before": None,
-        "after": {"value": "Has a cat"},
+        "after": CAT,
         "actor": {"type": "user", "agent": None},
         "created_at": "2024-05-01T10:00:00+00:00",
         **changes,
@@ -133,7 +142,7 @@ def test_a_history_line_that_cannot_be_kept_is_refused_alone(alice):
         + _history_line("fact:cat", action="delete")  # a delete holds a state before
         + _history_line("fact:cat", created_at=future)
         + _history_line("fact:cat", actor={"type": "robot"})
-        + _history_line("fact:cat", action="update", before={"value": "Has a cat"})
+        + _history_line("fact:cat", action="update", before=CAT)
     )
     data = make_archive(
         {fmt.MEMORIES: memory_line("fact:cat", "Has a cat"), fmt.MEMORY_HISTORY: history}
@@ -146,7 +155,7 @@ def test_a_history_line_that_cannot_be_kept_is_refused_alone(alice):
         "memory_history.jsonl line 2": "'explode' is not a history action.",
         "memory_history.jsonl line 3": "A 'delete' change with these states cannot have happened.",
         "memory_history.jsonl line 4": "It is dated in the future.",
-        "memory_history.jsonl line 5": "It has no actor or no time.",
+        "memory_history.jsonl line 5": "Refused: its actor's type is not user, agent or system.",
     }
     kept = MemoryHistory.objects.filter(user=alice, key="fact:cat").order_by("created_at", "id")
     assert [h.action for h in kept] == ["create", "update", "create"]
@@ -169,7 +178,9 @@ def test_agents_descriptions_merge_fills_and_replace_takes(alice):
             {"name": "coder", "description": "Writes code", "learns_from_turns": True},
         ]
     }
-    data = make_archive({fmt.PROFILE: json.dumps(profile).encode()})
+    # Replace starts only on an archive bringing a memory, document or work item.
+    memories = memory_line("fact:cat", "Has a cat")
+    data = make_archive({fmt.PROFILE: json.dumps(profile).encode(), fmt.MEMORIES: memories})
 
     merged = run_import(alice, data)
 

@@ -1,0 +1,89 @@
+"""A memory's state as history keeps it, and the check every reader of a stored state runs.
+
+History rows hold the state before and after a change as JSON (Memory.snapshot: `value`,
+`source`, `confidence`, `tags`, `pinned`; a rename's states also carry the `key`). The
+database checks only that the states a change needs are there, not what they hold, and an
+import before issue 25 replayed other accounts' history without looking inside them. So
+nothing that reads a stored state (the working memory as of a past time, a restore, the
+history pages) uses one before `state_problem` has passed it, and the import checks each
+archive state here too, against the rules live rows obey (memory/models.py constraints,
+memory/keys.py, lib/tags.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lib.errors import ServiceError
+from lib.tags import TAG_PATTERN
+from memory.keys import parse_key
+from memory.models import MAX_TAGS, MAX_VALUE_LENGTH, Source
+
+SNAPSHOT_FIELDS = ("value", "source", "confidence", "tags", "pinned")
+# What PostgreSQL cannot keep in text or jsonb: NUL, and lone surrogates (not UTF-8).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_TAG = re.compile(TAG_PATTERN)
+
+
+def state_problem(state: object, *, renamed: bool = False) -> str:
+    """Why `state` is not a memory's state as live rows hold it ("" when it is one).
+
+    `renamed`: the state of a rename, which also names its key."""
+    if not isinstance(state, dict):
+        return "the stored state is not an object"
+    missing = [name for name in SNAPSHOT_FIELDS if name not in state]
+    if renamed and "key" not in state:
+        missing.append("key")
+    if missing:
+        return f"the stored state has no {', '.join(missing)}"
+    problem = (
+        _value_problem(state["value"])
+        or _source_problem(state["source"], state["confidence"])
+        or _tags_problem(state["tags"])
+    )
+    if problem:
+        return problem
+    if not isinstance(state["pinned"], bool):
+        return "its 'pinned' is not true or false"
+    if renamed:
+        try:
+            parse_key(state["key"])
+        except ServiceError as error:
+            return f"its key is not valid ({error.message})"
+    return ""
+
+
+def state_fields(state: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a state that passed state_problem, as a write takes them."""
+    return {name: state[name] for name in SNAPSHOT_FIELDS}
+
+
+def _value_problem(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        return "its value is not text, or empty"
+    if len(value) > MAX_VALUE_LENGTH:
+        return f"its value is {len(value):,} characters long (at most {MAX_VALUE_LENGTH:,})"
+    if UNSTORABLE.search(value):
+        return "its value holds a NUL character or an unpaired surrogate"
+    return ""
+
+
+def _source_problem(source: object, confidence: object) -> str:
+    if source not in Source.values:
+        return f"its source {str(source)[:40]!r} is not one of {', '.join(Source.values)}"
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        return "its confidence is not a number"
+    if source == Source.USER_STATED and confidence != 1.0:
+        return "a 'user_stated' state has confidence exactly 1.0"
+    if source != Source.USER_STATED and not 0.0 < confidence < 1.0:
+        return f"a '{source}' state has a confidence between 0 and 1"
+    return ""
+
+
+def _tags_problem(tags: object) -> str:
+    if not isinstance(tags, list) or len(tags) > MAX_TAGS:
+        return f"its tags are not a list of at most {MAX_TAGS}"
+    if not all(isinstance(tag, str) and _TAG.fullmatch(tag) for tag in tags):
+        return "its tags are not all tags (a-z, 0-9, '_' and '-', at most 40 characters)"
+    return ""
