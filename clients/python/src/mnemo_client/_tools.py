@@ -94,7 +94,7 @@ MemorySourceEnum = Literal["user_stated", "tp_extracted", "document"]
 OmittedPartReasonEnum = Literal["over_budget"]
 
 
-OmittedReasonEnum = Literal["over_budget", "empty"]
+OmittedReasonEnum = Literal["over_budget", "empty", "damaged"]
 
 
 PendingReviewStatusEnum = Literal["pending_review"]
@@ -330,7 +330,8 @@ class MemoryResult(TypedDict):
 
 class Omitted(TypedDict):
     key: str
-    # over_budget: no room left; empty: nothing left once control characters were removed.
+    # over_budget: no room left; empty: nothing left once control characters were removed; damaged
+    # (with as_of): the history row holding its state then is malformed, so it is left out.
     reason: OmittedReasonEnum
 
 
