@@ -106,22 +106,26 @@ def test_a_system_token_is_refused_too(call_tool, db):
     assert state() == ([], 0, 0, 0)
 
 
+NOTES = "projects/deploy.md"
+
+
 def test_a_credential_the_user_put_there_survives_an_agents_rewrite(call_tool, alice, alice_token):
+    # Not an identity file: an agent's rewrite of one waits in the Inbox (202) anyway.
     body = f"# Tools\n- deploy token {GITHUB}\n"
-    document_write(user=alice, path="TOOLS.md", content=body, actor=Actor.for_user(alice))
+    document_write(user=alice, path=NOTES, content=body, actor=Actor.for_user(alice))
 
     kept = call_tool(
-        alice_token, "memory_write", {"path": "TOOLS.md", "content": body + "- uses make\n"}
+        alice_token, "memory_write", {"path": NOTES, "content": body + "- uses make\n"}
     )
     added = call_tool(
         alice_token,
         "memory_write",
-        {"path": "TOOLS.md", "content": body + "- uses make\n- db password: Tr0ub4dor&3\n"},
+        {"path": NOTES, "content": body + "- uses make\n- db password: Tr0ub4dor&3\n"},
     )
 
     assert kept.status_code == 200, kept.content
     assert_refused(added, "db password: Tr0ub4dor&3")
-    assert Document.objects.get(user=alice, path="TOOLS.md").body == body + "- uses make\n"
+    assert Document.objects.get(user=alice, path=NOTES).body == body + "- uses make\n"
 
 
 def test_the_consolidation_and_other_system_writes_are_refused(alice):
