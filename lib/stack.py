@@ -306,12 +306,14 @@ def start(layout: Layout) -> int:
         print(f"Port {port} on {host} is in use; set MNEMO_PORT to another.", file=sys.stderr)
         return 1
     postgres_bin, postgres_user, socket_dir = postgres_setup(layout)
-    layout.config_file.write_text(
+    write_replacing(
+        layout.config_file,
         supervisor_config(
             layout, postgres_bin=postgres_bin, postgres_user=postgres_user, socket_dir=socket_dir
-        )
+        ),
     )
-    layout.stack_file.write_text(
+    write_replacing(
+        layout.stack_file,
         json.dumps(
             {
                 "supervisor_pid": os.getpid(),
@@ -319,7 +321,7 @@ def start(layout: Layout) -> int:
                 "postgres_port": 5432,
                 "valkey_socket": str(layout.valkey_socket),
             }
-        )
+        ),
     )
     os.environ["MNEMO_DATA_DIR"] = str(layout.data_dir)
     os.environ["PYTHONUNBUFFERED"] = "1"
@@ -332,6 +334,18 @@ def start(layout: Layout) -> int:
         [sys.executable, "-m", "supervisor.supervisord", "-c", str(layout.config_file)],
     )
     return 1  # not reached
+
+
+def write_replacing(path: Path, text: str) -> None:
+    """Write `text` to a new file beside `path`, then put it in `path`'s place: a link left
+    at `path` (the run dir belonged to the database's account in older versions) is
+    replaced, never followed, and no reader sees half a file."""
+    import tempfile
+
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w") as file:
+        file.write(text)
+    os.replace(temporary, path)
 
 
 def setup(layout: Layout) -> int:

