@@ -29,3 +29,12 @@ control_socket_disable = True
 # gunicorn trusts no peer's X-Forwarded-Proto (its default trusts loopback's): Django alone
 # decides, from MNEMO_TRUSTED_PROXIES only (lib/forwarded.py).
 forwarded_allow_ips = ""
+
+
+def pre_fork(server: object, worker: object) -> None:
+    """Under `make run` the master preloads the app (lib/stack.py), and its objects are shared
+    with each worker it forks: frozen, the worker's garbage collector never touches (and so
+    never copies) their pages. bench/soak.py's idle stack: PSS 582 MB without, 545 MB with."""
+    import gc
+
+    gc.freeze()
