@@ -19,7 +19,6 @@ import itertools
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -191,12 +190,7 @@ def main() -> int:
         for client in clients:
             if client.is_alive():
                 client.join()
-        if stack.process is not None and stack.process.poll() is None:
-            stack.process.send_signal(signal.SIGINT)
-            try:
-                stack.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(stack.process.pid, signal.SIGKILL)
+        stack.shutdown()
         shutil.rmtree(folder, ignore_errors=True)
     return 0
 

@@ -38,10 +38,8 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -561,12 +559,7 @@ def main() -> int:
             f"\nall probes: {verdict(not missed)}" + (f" ({', '.join(missed)})" if missed else "")
         )
     finally:
-        if stack.process is not None and stack.process.poll() is None:
-            stack.process.send_signal(signal.SIGINT)
-            try:
-                stack.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(stack.process.pid, signal.SIGKILL)
+        stack.shutdown()
         shutil.rmtree(folder, ignore_errors=True)
     return 0
 

@@ -98,6 +98,16 @@ class Stack:
         self.process.wait(timeout=60)
         return time.monotonic() - started
 
+    def shutdown(self) -> None:
+        """Whatever happened: stop a stack still running, as Ctrl-C would, else kill it."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+
     def pid(self, name: str) -> int:
         return program_info(self.layout, name)["pid"]
 
@@ -410,12 +420,7 @@ def main() -> int:
         soak(stack, token, model, args)
         print(f"\nstop       Ctrl-C stopped everything in {stack.stop():.1f} s")
     finally:
-        if stack.process is not None and stack.process.poll() is None:
-            stack.process.send_signal(signal.SIGINT)
-            try:
-                stack.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(stack.process.pid, signal.SIGKILL)
+        stack.shutdown()
         shutil.rmtree(folder, ignore_errors=True)
     return 0
 

@@ -17,12 +17,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from activity import events
-from activity.actors import Actor, ActorKind
+from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from context import services
 from context.models import DocumentProposal, DocumentVersion, VersionAction
-from lib.errors import Conflict, Forbidden, NotFound, VersionConflict
+from lib.errors import Conflict, NotFound, VersionConflict
 from memory.models import ProposalStatus
+from memory.review import check_decider, lock_pending
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -42,9 +43,9 @@ def document_proposal_accept(
     """Apply a pending proposal as the user. A write or delete made from a version that is
     no longer the document's newest (the user changed it since) is a Conflict, and nothing
     changes: accepting never overwrites a change the proposal did not see."""
-    _check_user(actor)
+    check_decider(actor)
     with transaction.atomic():
-        proposal = _pending(user, proposal_id)
+        proposal = lock_pending(DocumentProposal, user=user, proposal_id=proposal_id)
         version = _apply(user, proposal, actor)
         _decide(proposal, ProposalStatus.ACCEPTED, actor, version)
     return DocumentDecided(proposal, version)
@@ -54,9 +55,9 @@ def document_proposal_reject(
     *, user: AbstractBaseUser, proposal_id: int, actor: Actor
 ) -> DocumentDecided:
     """Turn a pending proposal down; the document stays as it is."""
-    _check_user(actor)
+    check_decider(actor)
     with transaction.atomic():
-        proposal = _pending(user, proposal_id)
+        proposal = lock_pending(DocumentProposal, user=user, proposal_id=proposal_id)
         _decide(proposal, ProposalStatus.REJECTED, actor, None)
     return DocumentDecided(proposal, None)
 
@@ -92,30 +93,6 @@ def document_proposals_expire(*, now: datetime | None = None) -> int:
             for proposal in due
         )
     return len(due)
-
-
-def _check_user(actor: Actor) -> None:
-    if actor.kind != ActorKind.USER:
-        raise Forbidden("Only the user decides on proposals.")
-
-
-def _pending(user: AbstractBaseUser, proposal_id: int) -> DocumentProposal:
-    proposal = (
-        DocumentProposal.objects.select_for_update(of=("self",))
-        .select_related("actor_agent")
-        .filter(user=user, pk=proposal_id)
-        .first()
-    )
-    if proposal is None:
-        raise NotFound(f"No proposal {proposal_id}.", field="id")
-    if proposal.status != ProposalStatus.PENDING:
-        raise Conflict(
-            f"Proposal {proposal_id} was {proposal.get_status_display().lower()} already.",
-            field="id",
-        )
-    if proposal.expires_at <= timezone.now():
-        raise Conflict(f"Proposal {proposal_id} has expired.", field="id")
-    return proposal
 
 
 def _apply(

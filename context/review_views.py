@@ -12,6 +12,7 @@ with a message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -135,28 +136,20 @@ def _inbox_url(proposal: DocumentProposal | None = None) -> str:
 @login_required
 @require_http_methods(["POST"])
 def document_proposal_accept_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    proposal = _get_proposal_for_user(request.user, pk)
-    try:
-        document_proposal_accept(
-            user=request.user, proposal_id=proposal.pk, actor=Actor.for_user(request.user)
-        )
-    except NotFound as error:
-        raise Http404(error.message) from error
-    except ServiceError as error:
-        return _failed(request, proposal.pk, error)
-    if request.htmx:
-        return _row_response(request, pk)
-    return done(request, _outcome(_get_proposal_for_user(request.user, pk)) + ".", _inbox_url())
+    return _decide(request, pk, document_proposal_accept)
 
 
 @login_required
 @require_http_methods(["POST"])
 def document_proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, document_proposal_reject)
+
+
+def _decide(request: HtmxHttpRequest, pk: int, decide: Callable[..., object]) -> HttpResponse:
+    """Accept or reject as the user, then the proposal's row (htmx) or the Inbox again."""
     proposal = _get_proposal_for_user(request.user, pk)
     try:
-        document_proposal_reject(
-            user=request.user, proposal_id=proposal.pk, actor=Actor.for_user(request.user)
-        )
+        decide(user=request.user, proposal_id=proposal.pk, actor=Actor.for_user(request.user))
     except NotFound as error:
         raise Http404(error.message) from error
     except ServiceError as error:

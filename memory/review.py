@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from activity import events
@@ -67,9 +67,9 @@ def proposal_accept(
     stays the agent's note. `keep_both`, for a near-duplicate, adds the agent's text under
     the key it asked for and leaves the near entry as it is.
     """
-    _check_user(actor)
+    check_decider(actor)
     with transaction.atomic():
-        proposal = _pending(user, proposal_id)
+        proposal = lock_pending(MemoryProposal, user=user, proposal_id=proposal_id)
         history = _apply(user, proposal, actor, value, keep_both)
         _decide(proposal, ProposalStatus.ACCEPTED, actor, history)
     return Decided(proposal, history)
@@ -77,9 +77,9 @@ def proposal_accept(
 
 def proposal_reject(*, user: AbstractBaseUser, proposal_id: int, actor: Actor) -> Decided:
     """Turn a pending proposal down; the memory stays as it is."""
-    _check_user(actor)
+    check_decider(actor)
     with transaction.atomic():
-        proposal = _pending(user, proposal_id)
+        proposal = lock_pending(MemoryProposal, user=user, proposal_id=proposal_id)
         _decide(proposal, ProposalStatus.REJECTED, actor, None)
     return Decided(proposal, None)
 
@@ -134,14 +134,18 @@ def proposals_expire(*, now: datetime | None = None) -> int:
     return len(due)
 
 
-def _check_user(actor: Actor) -> None:
+def check_decider(actor: Actor) -> None:
+    """Only the user decides on a proposal (of a memory here, of a document in
+    context/review.py)."""
     if actor.kind != ActorKind.USER:
         raise Forbidden("Only the user decides on proposals.")
 
 
-def _pending(user: AbstractBaseUser, proposal_id: int) -> MemoryProposal:
+def lock_pending[P: models.Model](model: type[P], *, user: AbstractBaseUser, proposal_id: int) -> P:
+    """The user's proposal of `model` (MemoryProposal, DocumentProposal), locked, while it
+    can still be decided: NotFound for anyone else's, Conflict once decided or expired."""
     proposal = (
-        MemoryProposal.objects.select_for_update(of=("self",))
+        model.objects.select_for_update(of=("self",))
         .select_related("actor_agent")
         .filter(user=user, pk=proposal_id)
         .first()
