@@ -28,6 +28,9 @@ class Turn(models.Model):
         "profiles.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
     )
     client_turn_id = models.CharField(max_length=MAX_CLIENT_TURN_ID, blank=True)
+    # The conversation the turn was part of ("" when the agent did not say): what capture
+    # learns from it carries it as the memories' session (memory/models.py).
+    session = models.CharField(max_length=100, blank=True, default="")
     user_message = models.TextField()
     assistant_reply = models.TextField()
     tool_outputs = models.JSONField(default=list, blank=True)

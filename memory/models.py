@@ -3,7 +3,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Func, Q
-from django.db.models.functions import Length
+from django.db.models.functions import Length, Now
 from django.db.models.lookups import Range
 from django.utils import timezone
 
@@ -14,6 +14,7 @@ from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
 MAX_VALUE_LENGTH = 2000
 MAX_TAGS = 20
 MAX_REASON_LENGTH = 500
+MAX_SESSION_LENGTH = 100
 
 
 class Source(models.TextChoices):
@@ -40,6 +41,11 @@ class Memory(EmbeddingFields):
     turn = models.ForeignKey(
         "llm.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # When what the memory says happened or was said (default: when it was written), and
+    # the conversation it came from ("" when none): search favours a period the query
+    # names and lifts memories said together with a strong hit (memory/search.py).
+    occurred_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    session = models.CharField(max_length=MAX_SESSION_LENGTH, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # The words of the key and the tags (weight A) and of the value (weight D): a tag or
@@ -66,6 +72,11 @@ class Memory(EmbeddingFields):
         # (bench/README.md).
         indexes = [
             models.Index(fields=["user", "embedding_model"], name="user_context_embedding"),
+            models.Index(
+                fields=["user", "session"],
+                name="user_context_session",
+                condition=~Q(session=""),
+            ),
         ]
         verbose_name = "memory"
         verbose_name_plural = "memories"
