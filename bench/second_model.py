@@ -411,15 +411,15 @@ def keyword_side(user: User, terms: list[str], candidates: int) -> list[KeywordR
     from search.fusion import KeywordRow
     from search.keyword import K1, B
 
-    wanted = set(terms)
-    matched = [pk for pk, found in enumerate(user.lexemes) if not wanted.isdisjoint(found)]
+    wanted = sorted(set(terms))  # one order of summing, the same in every run
+    matched = [pk for pk, found in enumerate(user.lexemes) if any(term in found for term in wanted)]
     if not matched:
         return []
     searched = len(user.lexemes)
     df = dict.fromkeys(wanted, 0)
     for pk in matched:
-        for term in wanted.intersection(user.lexemes[pk]):
-            df[term] += 1
+        for term in wanted:
+            df[term] += term in user.lexemes[pk]
     idf = {
         term: math.log(1 + (searched - max(seen, 1) + 0.5) / (max(seen, 1) + 0.5))
         for term, seen in df.items()
@@ -430,15 +430,24 @@ def keyword_side(user: User, terms: list[str], candidates: int) -> list[KeywordR
     for pk in matched:
         found, length = user.lexemes[pk], user.lengths[pk]
         score = coverage = 0.0
-        for term in wanted.intersection(found):
-            tf = found[term]
+        for term in wanted:
+            tf = found.get(term)
+            if tf is None:
+                continue
             score += idf[term] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
             coverage += idf[term]
         rows.append(
             KeywordRow(pk=pk, score=score, coverage=coverage / total_idf if total_idf else 0.0)
         )
-    rows.sort(key=lambda row: (-row.score, row.pk))
+    rows.sort(key=lambda row: tie_order(row.score, row.pk))
     return rows[:candidates]
+
+
+def tie_order(score: float, pk: int) -> tuple[float, int]:
+    """Best score first, ties by id. Scores equal but for the last bits of a float (two
+    rows with the same words, summed in another order) count as ties: SQL's order among
+    those depends on how PostgreSQL happened to sum, so neither side's is the truth."""
+    return -round(score, 9), pk
 
 
 def vector_side(facts: np.ndarray, query: np.ndarray, candidates: int) -> list[VectorRow]:
@@ -611,7 +620,9 @@ def check_keyword(users: list[User], candidates: int) -> tuple[int, int, float]:
             sql, params = keyword_side_sql(rows, question.text, candidates, ())
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
-                found = sorted(cursor.fetchall(), key=lambda row: (-row[1], row[3]))
+                found = sorted(
+                    cursor.fetchall(), key=lambda row: tie_order(row[1], index_of[row[3]])
+                )
             ours = keyword_side(user, user.query_lexemes[index], candidates)
             compared += 1
             if [index_of[row[3]] for row in found] != [row.pk for row in ours]:
