@@ -523,6 +523,8 @@ class Turn(TypedDict):
     id: int
     # Your id for the turn, or empty.
     turn_id: str
+    # The conversation it was part of, or empty.
+    session: str
     status: TurnStatusEnum
     # Whether Mnemo learns from this turn.
     learning: bool
@@ -1398,6 +1400,7 @@ class Tools:
         *,
         tool_outputs: list[ToolOutputRequest] | None = None,
         turn_id: str | None = None,
+        session: str | None = None,
     ) -> Turn:
         """Report a conversation turn so Mnemo can learn from it.
 
@@ -1408,6 +1411,8 @@ class Tools:
         review and duplicate rules as your own writes. Learning is opt-in: the user's
         setting and this agent's switch must both be on; otherwise the report is accepted,
         learning is false and reason says why. A turn_id makes the report idempotent.
+        session names the conversation: the memories captured from the turn carry it, and
+        the time the turn was received as when they were said.
 
         Args:
             user_message: What the user said.
@@ -1415,6 +1420,9 @@ class Tools:
             tool_outputs: The turn's tool results, each {name, text}.
             turn_id: Your id for this turn. The same id from the same agent again is
             answered with the first report and does no work twice.
+            session: The conversation the turn is part of, up to 100 characters on one line
+            (your chat or thread id). What Mnemo captures from the turn carries it as its
+            session, and the time the turn was received as its occurred_at.
 
         POST /api/v1/turns
         """
@@ -1425,5 +1433,6 @@ class Tools:
                 "assistant_reply": assistant_reply,
                 "tool_outputs": tool_outputs,
                 "turn_id": turn_id,
+                "session": session,
             },
         )
