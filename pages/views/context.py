@@ -60,6 +60,7 @@ from memory.forms import (
     EntryForm,
     ProfileForm,
     StyleForm,
+    local_day,
     timezone_names,
 )
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN, PROFILE_KEYS, STYLE_ASPECTS
@@ -212,14 +213,21 @@ class StyleRow:
     kept: bool = False  # hx-preserve: the browser keeps the row being edited (_kept)
 
 
+SAID_APART = timedelta(days=1)
+
+
 def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
     """Attach where each memory came from (stated by the user, or noted by which agent), its
-    kind as a word and its text as a short quote."""
+    kind as a word, its text as a short quote, and whether the day it was said is worth
+    showing."""
     noted = [memory.key for memory in memories if memory.source != Source.USER_STATED]
     agents = memory_agent_names(user=user, keys=noted) if noted else {}
     for memory in memories:
         memory.kind_label = KIND_LABELS.get(memory.kind, "")
         memory.quoted = _quoted(memory.value)
+        # The day it was said, when that is not the day it was written (which says nothing
+        # the row's time does not): an agent's dated note, an import, a past event.
+        memory.said_shown = abs(memory.occurred_at - memory.created_at) > SAID_APART
         if memory.source == Source.USER_STATED:
             memory.origin_kind, memory.origin_label = "user", "stated by you"
         elif memory.key in agents:
@@ -829,6 +837,8 @@ def entry_add(request: HtmxHttpRequest) -> HttpResponse:
                 actor=_actor(request),
                 slug=form.cleaned_data["key"],
                 tags=form.cleaned_data["tag_list"],
+                occurred_at=form.cleaned_data["occurred_at"],
+                session=form.cleaned_data["session"],
             )
         except ServiceError as error:  # a bad or taken key, a refused text or tag
             add_service_error(form, error, EntryForm.SERVICE_FIELDS)
@@ -911,12 +921,18 @@ def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 def _entry_changes(memory: Memory, cleaned: dict[str, Any]) -> dict[str, Any]:
-    """What an edit changes of an entry's text and tags, for memory_update."""
+    """What an edit changes of an entry's text, tags, day and conversation, for
+    memory_update. The form shows the day only: the same day keeps the time an agent gave,
+    and an emptied one keeps the day it had."""
     changes: dict[str, Any] = {}
     if cleaned["value"] != memory.value:
         changes["value"] = cleaned["value"]
     if sorted({tag.lower() for tag in cleaned["tag_list"]}) != list(memory.tags):
         changes["tags"] = cleaned["tag_list"]
+    if cleaned["occurred_at"] is not None and cleaned["occurred_at"] != local_day(memory):
+        changes["occurred_at"] = cleaned["occurred_at"]
+    if cleaned["session"] != memory.session:
+        changes["session"] = cleaned["session"]
     return changes
 
 
