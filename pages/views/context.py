@@ -65,6 +65,7 @@ from memory.forms import (
 )
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN, PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
+from memory.occurrence import from_stored, stored_problem
 from memory.selectors import (
     MemoryBatch,
     deleted_batch_list,
@@ -86,7 +87,7 @@ from memory.services import (
     memory_set,
     memory_update,
 )
-from memory.snapshots import state_problem
+from memory.snapshots import same_state, state_problem
 from memory.working_memory import (
     DAMAGED,
     EMPTY,
@@ -1139,6 +1140,7 @@ def _history_context(
         after = row.after if isinstance(row.after, dict) else {}
         row.old_value = _shown(before.get("value"))
         row.new_value = _shown(after.get("value"))
+        row.said_change, row.session_change = _when_changed(before, after)
         if renamed:
             row.old_key = _shown(before.get("key")) or ""
             row.new_key = _shown(after.get("key")) or row.key
@@ -1148,10 +1150,28 @@ def _history_context(
         # this memory (from before a rename too); a row of another memory that once had
         # this key (deleted since) would come back under the old key, so it is not offered.
         same_memory = memory is not None and row.memory_id == memory.pk
-        row.restorable = not row.damaged and state != current and (row.key == key or same_memory)
+        row.restorable = (
+            not row.damaged and not same_state(current, state) and (row.key == key or same_memory)
+        )
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
     return {"key": key, "memory": memory, "rows": rows, "back_url": _tab_url(tab)}
+
+
+def _when_changed(
+    before: dict[str, Any], after: dict[str, Any]
+) -> tuple[tuple[datetime, datetime] | None, tuple[str, str] | None]:
+    """What a change did to when the memory was said and to its conversation, each (old,
+    new) when both states hold it (a state from before issue 26 does not) and it changed."""
+    said = None
+    old, new = before.get("occurred_at"), after.get("occurred_at")
+    if not stored_problem(old) and not stored_problem(new) and old != new:
+        said = (from_stored(old), from_stored(new))
+    session = None
+    old, new = before.get("session"), after.get("session")
+    if isinstance(old, str) and isinstance(new, str) and old != new:
+        session = (old, new)
+    return said, session
 
 
 def _shown(value: object) -> str | None:

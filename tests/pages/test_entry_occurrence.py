@@ -213,3 +213,33 @@ def test_bob_cannot_date_alices_entry(client, alice, bob):
     assert response.status_code == 404
     memory.refresh_from_db()
     assert memory.session == ""
+
+
+def test_the_history_page_says_when_the_day_or_conversation_changed(as_alice, alice, alice_agent):
+    memory = noted(
+        alice_agent, "fact:moved", "Moved", occurred_at="2023-05-08T10:00:00+08:00", session="a"
+    )
+    memory_upsert(
+        user=alice,
+        key="fact:moved",
+        value="Moved",
+        actor=Actor.for_agent(alice_agent),
+        occurred_at="2023-06-01T09:30:00+08:00",
+        session=SCRIPT,
+    )
+
+    body = as_alice.get(f"/memories/{memory.pk}/history/").content.decode()
+
+    assert SCRIPT not in body
+    assert (
+        'Said <time class="old" datetime="2023-05-08T10:00:00+08:00">8 May 2023 10:00</time> '
+        '<span aria-label="changed to">→</span> '
+        '<time class="new" datetime="2023-06-01T09:30:00+08:00">1 Jun 2023 09:30</time>'
+    ) in body
+    assert (
+        'In conversation <span class="old">a</span> <span aria-label="changed to">→</span> '
+        '<span class="new">&lt;script&gt;alert(1)&lt;/script&gt;</span>'
+    ) in body
+    # The first version can be restored: it differs from now in its time and conversation.
+    first = memory.history.order_by("id").first()
+    assert f'action="/history/{first.pk}/restore/"' in body
