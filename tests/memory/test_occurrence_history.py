@@ -251,3 +251,30 @@ def test_history_records_both_states_of_a_redating(alice, you):
     )
     assert change.before["session"] == change.after["session"] == "chat-1"
     assert ProposalStatus.PENDING not in alice.memory_proposals.values_list("status", flat=True)
+
+
+def test_the_inbox_says_what_a_proposal_does_to_the_time_and_conversation(
+    client, alice, you, agent
+):
+    _said(alice, you)
+    profile_update(user=alice, review_agent_memories=True)
+    with pytest.raises(ReviewRequired):
+        memory_update(
+            user=alice,
+            key="fact:moved",
+            actor=agent,
+            occurred_at="2023-06-01T00:00:00Z",
+            session="<b>chat</b>",
+        )
+    with pytest.raises(ReviewRequired):
+        memory_upsert(
+            user=alice, key="fact:new", value="new", actor=agent, occurred_at="2023-05-08T13:56Z"
+        )
+    client.force_login(alice)
+
+    body = client.get("/context/inbox/").content.decode()
+
+    assert "<li>Says it was said 1 Jun 2023 00:00 (was 8 May 2023 13:56)</li>" in body
+    assert "<li>Puts it in conversation &lt;b&gt;chat&lt;/b&gt;</li>" in body
+    assert "<li>Says it was said 8 May 2023 13:56</li>" in body
+    assert "<b>chat</b>" not in body
