@@ -18,6 +18,7 @@ from lib.api import TextField, ToolInput, error_responses
 from lib.tool_api import ToolApi
 from llm.client import llm_configured
 from llm.models import MAX_CLIENT_TURN_ID, Turn, TurnStatus
+from memory.models import MAX_SESSION_LENGTH
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
@@ -58,6 +59,17 @@ class TurnReportSerializer(ToolInput):
         help_text="Your id for this turn. The same id from the same agent again is "
         "answered with the first report and does no work twice.",
     )
+    session = TextField(
+        required=False,
+        allow_blank=True,
+        max_length=MAX_SESSION_LENGTH,
+        help_text=f"The conversation the turn is part of, up to {MAX_SESSION_LENGTH} "
+        "characters on one line (your chat or thread id). What Mnemo captures from the turn "
+        "carries it as its session, and the time the turn was received as its occurred_at.",
+        error_messages={
+            "max_length": f"Longer than {MAX_SESSION_LENGTH} characters; shorten the session."
+        },
+    )
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if not data["user_message"].strip() and not data["assistant_reply"].strip():
@@ -70,6 +82,7 @@ class TurnReportSerializer(ToolInput):
 class TurnSerializer(serializers.Serializer):
     id = serializers.IntegerField(help_text="Mnemo's id of the turn (GET /api/v1/turns/<id>).")
     turn_id = serializers.CharField(help_text="Your id for the turn, or empty.")
+    session = serializers.CharField(help_text="The conversation it was part of, or empty.")
     status = serializers.ChoiceField(choices=TurnStatus.choices)
     learning = serializers.BooleanField(help_text="Whether Mnemo learns from this turn.")
     reason = serializers.CharField(help_text="Why not, when learning is false.")
@@ -91,6 +104,7 @@ def turn_body(turn: Turn, *, duplicate: bool = False) -> dict[str, Any]:
     return {
         "id": turn.pk,
         "turn_id": turn.client_turn_id,
+        "session": turn.session,
         "status": turn.status,
         "learning": turn.status != TurnStatus.SKIPPED,
         "reason": turn.skipped_reason,
@@ -114,7 +128,8 @@ class TurnReportApi(ToolApi):
         "through the same review and duplicate rules as your own writes. Learning is opt-in: "
         "the user's setting and this agent's switch must both be on; otherwise the report "
         "is accepted, learning is false and reason says why. A turn_id makes the report "
-        "idempotent.",
+        "idempotent. session names the conversation: the memories captured from the turn "
+        "carry it, and the time the turn was received as when they were said.",
         request=TurnReportSerializer,
         responses={202: TurnSerializer, **error_responses(400, 401, 403, 413, 429)},
         examples=[
@@ -125,6 +140,7 @@ class TurnReportApi(ToolApi):
                     "assistant_reply": "Noted: I'll keep answers short.",
                     "tool_outputs": [{"name": "search_memory", "text": "no results"}],
                     "turn_id": "chat-42:7",
+                    "session": "chat-42",
                 },
                 request_only=True,
             ),
@@ -138,6 +154,7 @@ class TurnReportApi(ToolApi):
             assistant_reply=data["assistant_reply"],
             tool_outputs=[dict(output) for output in data.get("tool_outputs", [])],
             client_turn_id=data.get("turn_id", ""),
+            session=data.get("session", ""),
         )
         body = turn_body(report.turn, duplicate=not report.created)
         return Response(body, status=status.HTTP_202_ACCEPTED)

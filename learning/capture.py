@@ -506,7 +506,8 @@ def _distinct(found: Found) -> Found:
 
 def _store(turn: Turn, found: Found) -> list[CapturedObservation]:
     """Each observation through memory_store as the turn's agent, each in its own
-    transaction: one the write path refuses does not stop the others."""
+    transaction: one the write path refuses does not stop the others. Each carries the
+    turn's session, and the time the turn was received as when it was said."""
     actor = Actor.for_agent(turn.agent) if turn.agent is not None else Actor.system()
     captured = []
     for observation, reason in found:
@@ -524,6 +525,9 @@ def _store(turn: Turn, found: Found) -> list[CapturedObservation]:
                 confidence=observation.confidence,
                 turn=turn,
                 reason=reason,
+                # Said in the turn's conversation, when the turn was reported.
+                occurred_at=turn.received_at,
+                session=turn.session,
             )
         except ServiceError as error:
             noted.reason = error.message

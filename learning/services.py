@@ -17,6 +17,7 @@ from django.db import transaction
 from activity import events
 from activity.actors import Actor
 from llm.models import Turn, TurnStatus
+from memory.occurrence import clean_session
 from profiles.services import profile_for_user
 
 if TYPE_CHECKING:
@@ -53,11 +54,15 @@ def turn_report(
     assistant_reply: str,
     tool_outputs: list[dict[str, str]] | None = None,
     client_turn_id: str = "",
+    session: str = "",
 ) -> TurnReport:
     """Store one reported turn and queue its processing when learning is on.
 
-    The same `client_turn_id` from the same agent again returns the first report,
-    whatever the new body says: the work is done once."""
+    `session` names the conversation (memory/occurrence.py's rule: one line of at most
+    100 characters); what capture learns from the turn carries it. The same
+    `client_turn_id` from the same agent again returns the first report, whatever the new
+    body says: the work is done once."""
+    session = clean_session(session)
     user = agent.user
     with transaction.atomic():
         if client_turn_id:
@@ -71,6 +76,7 @@ def turn_report(
             "user_message": user_message,
             "assistant_reply": assistant_reply,
             "tool_outputs": tool_outputs or [],
+            "session": session,
             "status": TurnStatus.SKIPPED if reason else TurnStatus.QUEUED,
             "skipped_reason": reason,
         }

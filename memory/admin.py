@@ -26,7 +26,17 @@ from memory.keys import ENTRY_KINDS, PROFILE_KEYS, STYLE_ASPECTS, parse_key
 from memory.models import Memory, MemoryHistory, MemoryProposal, Source
 from memory.services import memory_clean, memory_delete, memory_upsert
 
-EDITABLE_FIELDS = ("user", "key", "value", "source", "confidence", "tags", "pinned")
+EDITABLE_FIELDS = (
+    "user",
+    "key",
+    "value",
+    "source",
+    "confidence",
+    "tags",
+    "pinned",
+    "occurred_at",
+    "session",
+)
 USAGE_FIELDS = ("access_count", "last_accessed_at", "created_at", "updated_at")
 HISTORY_ROWS = 20
 
@@ -44,6 +54,16 @@ class MemoryForm(forms.ModelForm):
         model = Memory
         fields = EDITABLE_FIELDS
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # As for the write path (memory/occurrence.py): left empty, a new memory was said
+        # now and an existing one keeps its time.
+        self.fields["occurred_at"].required = False
+        self.fields["occurred_at"].help_text = (
+            "When what it says happened or was said. Empty: now for a new memory, "
+            "unchanged for this one."
+        )
+
     def clean_key(self) -> str:
         key = self.cleaned_data["key"]
         try:
@@ -55,6 +75,7 @@ class MemoryForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         key = cleaned.get("key") if "key" in self.fields else self.instance.key
+        user = cleaned.get("user") if "user" in self.fields else self.instance.user
         if not key or self.has_error("confidence"):
             return cleaned
         try:
@@ -66,6 +87,9 @@ class MemoryForm(forms.ModelForm):
                     source=cleaned.get("source"),
                     confidence=cleaned.get("confidence"),
                     tags=cleaned.get("tags"),
+                    user=user,
+                    occurred_at=cleaned.get("occurred_at"),
+                    session=cleaned.get("session"),
                 )
             )
         except ServiceError as error:
@@ -102,10 +126,11 @@ class MemoryAdmin(admin.ModelAdmin):
         "confidence",
         "pinned",
         "access_count",
+        "occurred_at",
         "updated_at",
     )
     list_filter = (KindFilter, "source", "pinned")
-    search_fields = ("key", "value", "user__username")
+    search_fields = ("key", "value", "session", "user__username")
     list_select_related = ("user",)
     autocomplete_fields = ("user",)
     ordering = ("user__username", "key")
@@ -144,6 +169,8 @@ class MemoryAdmin(admin.ModelAdmin):
             confidence=obj.confidence,
             tags=obj.tags,
             pinned=obj.pinned,
+            occurred_at=obj.occurred_at,
+            session=obj.session,
         )
         obj.pk = write.memory.pk
         obj.refresh_from_db()

@@ -11,16 +11,18 @@ from __future__ import annotations
 import functools
 import re
 import zoneinfo
+from datetime import date
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
+from django.utils import timezone
 
 from activity.actors import Actor
 from lib.errors import InvalidInput
 from lib.pages import add_service_error
 from lib.tags import clean_tags
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN
-from memory.models import Memory
+from memory.models import MAX_SESSION_LENGTH, Memory
 from memory.services import MAX_TAGS, memory_clean
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
@@ -144,8 +146,9 @@ class StyleForm(forms.Form):
 
 
 class EntryForm(forms.Form):
-    """Add an entry (kind, text, tags, and under "more" an optional key) or, with `memory`,
-    edit its kind, text and tags.
+    """Add an entry (kind, text, tags, and under "more" an optional key, the day it
+    happened or was said and the conversation) or, with `memory`, edit its kind, text,
+    tags, day and conversation.
 
     Adding checks the shape only: entry_create makes the key from the text (or takes the
     typed one), refuses a key that is taken, and the view puts its errors on the fields
@@ -170,6 +173,20 @@ class EntryForm(forms.Form):
             "it: a-z, 0-9, '_' and '-'."
         ),
     )
+    # A day is as precise as people say it; agents may give the time (memory/occurrence.py).
+    occurred_at = forms.DateField(
+        label="Said or happened on",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+        help_text="The day it happened or was said. Empty: today.",
+        error_messages={"invalid": "Enter a date such as 2023-05-08."},
+    )
+    session = forms.CharField(
+        label="Conversation",
+        required=False,
+        max_length=MAX_SESSION_LENGTH,
+        help_text="Which conversation it came from, if it matters (e.g. planning-call).",
+    )
 
     def __init__(
         self,
@@ -182,7 +199,13 @@ class EntryForm(forms.Form):
             kwargs.setdefault("prefix", f"edit-{memory.pk}")
             kwargs.setdefault(
                 "initial",
-                {"kind": memory.kind, "value": memory.value, "tags": ", ".join(memory.tags)},
+                {
+                    "kind": memory.kind,
+                    "value": memory.value,
+                    "tags": ", ".join(memory.tags),
+                    "occurred_at": local_day(memory),
+                    "session": memory.session,
+                },
             )
         else:
             kwargs.setdefault("prefix", "entry")
@@ -193,6 +216,7 @@ class EntryForm(forms.Form):
         if memory is not None:
             del self.fields["key"]
             self.fields["kind"].required = False  # left out: the kind it has
+            self.fields["occurred_at"].help_text = "The day it happened or was said."
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -204,10 +228,18 @@ class EntryForm(forms.Form):
                     value=cleaned["value"],
                     actor=Actor.for_user(self.user),
                     tags=cleaned["tag_list"],
+                    user=self.user,
+                    occurred_at=cleaned.get("occurred_at"),
+                    session=cleaned.get("session"),
                 )
             except InvalidInput as error:
                 add_service_error(self, error, self.SERVICE_FIELDS)
         return cleaned
+
+
+def local_day(memory: Memory) -> date:
+    """The day the memory was said, in the zone the page shows (pages/middleware.py)."""
+    return timezone.localdate(memory.occurred_at)
 
 
 class BudgetForm(forms.Form):

@@ -194,6 +194,7 @@ def _apply(
             actor=actor,
             tags=after["tags"],
             turn=proposal.turn,
+            **_when_and_where(proposal, beside=True),
         )
         return write.history
     users_now = edited or (proposal.before or {}).get("source") == Source.USER_STATED
@@ -207,8 +208,25 @@ def _apply(
         pinned=after["pinned"],
         turn=proposal.turn,  # a captured observation keeps its link to the turn
         **({} if users_now else agent_note),
+        **_when_and_where(proposal),
     )
     return write.history
+
+
+def _when_and_where(proposal: MemoryProposal, *, beside: bool = False) -> dict[str, Any]:
+    """The time and session the proposal applies (memory/occurrence.py).
+
+    A proposal made before memories had them holds neither: the memory keeps its own. A
+    new memory proposed without a time was said when it was proposed, not when accepted.
+    Kept `beside` the near entry it overlaps, the new entry takes from the merged state
+    only what differs from that entry's (what the agent gave); the rest is its own."""
+    after, before = proposal.after, proposal.before or {}
+    given = {name: after[name] for name in ("occurred_at", "session") if name in after}
+    if beside:
+        given = {name: value for name, value in given.items() if before.get(name) != value}
+    if proposal.action == ProposalAction.CREATE or beside:
+        given.setdefault("occurred_at", proposal.created_at)
+    return given
 
 
 def _decide(

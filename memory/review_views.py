@@ -19,13 +19,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
 from lib.errors import InvalidInput, NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, done, render_page, target_partial
 from memory.models import MemoryProposal, ProposalAction, ProposalStatus, ProposalTrigger
+from memory.occurrence import from_stored, stored_problem
 from memory.review import MAX_BULK, proposal_accept, proposal_reject, proposals_decide
 from memory.selectors import proposal_list
 from memory.services import UNSET
@@ -131,6 +132,28 @@ def _tag_and_pin_changes(before: dict[str, Any], after: dict[str, Any]) -> list[
     return changes
 
 
+def _when_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What a proposal does to when the memory was said and to its conversation, in the
+    user's zone (pages/middleware.py activates it). A state from before issue 26 holds
+    neither, and says nothing about them."""
+    changes = []
+    old, new = before.get("occurred_at"), after.get("occurred_at")
+    if not stored_problem(new) and old != new:
+        said = _day(new)
+        was = "" if stored_problem(old) else f" (was {_day(old)})"
+        changes.append(f"Says it was said {said}{was}")
+    old, new = before.get("session", ""), after.get("session", "")
+    if isinstance(new, str) and new != old:
+        changes.append(
+            f"Puts it in conversation {new}" if new else "Takes it out of its conversation"
+        )
+    return changes
+
+
+def _day(stored: str) -> str:
+    return dateformat.format(timezone.localtime(from_stored(stored)), "j M Y H:i")
+
+
 def _outcome_of(status: str, proposal: MemoryProposal) -> str:
     if status == ProposalStatus.ACCEPTED:
         if proposal.action == ProposalAction.DELETE:
@@ -151,10 +174,11 @@ def _row(proposal: MemoryProposal) -> Row:
     if proposal.action == ProposalAction.DELETE:
         diff, changes = [Part("del", before.get("value", ""))], []
     elif proposal.action == ProposalAction.CREATE:
-        diff, changes = [Part("ins", after.get("value", ""))], _tag_and_pin_changes({}, after)
+        diff = [Part("ins", after.get("value", ""))]
+        changes = _tag_and_pin_changes({}, after) + _when_changes({}, after)
     else:
         diff = word_diff(before.get("value", ""), after.get("value", ""))
-        changes = _tag_and_pin_changes(before, after)
+        changes = _tag_and_pin_changes(before, after) + _when_changes(before, after)
     row = Row(
         proposal=proposal,
         title=_title(proposal),

@@ -408,6 +408,8 @@ MEMORY_SPEC = {
     "pinned": FLAG_OR_NULL,
     "access_count": WHOLE_OR_NULL,
     "last_accessed_at": TEXT_OR_NULL,
+    "occurred_at": TEXT_OR_NULL,
+    "session": TEXT_OR_NULL,
     "created_at": TEXT_OR_NULL,
     "updated_at": TEXT_OR_NULL,
 }
@@ -485,6 +487,7 @@ class MemoryLines(LineCheck):
     section = "memories"
 
     def __init__(self, user: AbstractBaseUser) -> None:
+        self.user = user
         self.actor = Actor.for_user(user)
         self.keys: set[str] = set()
 
@@ -503,6 +506,9 @@ class MemoryLines(LineCheck):
                 source=record.get("source"),
                 confidence=record.get("confidence"),
                 tags=record.get("tags") or [],
+                user=self.user,
+                occurred_at=record.get("occurred_at"),
+                session=record.get("session"),
             )
         except ServiceError as error:
             return error.message

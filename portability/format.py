@@ -9,8 +9,12 @@
   hash, the webhook secret or the password.
 - `memories.jsonl`: one JSON object per line per memory, ordered by key, with the
   fields of MEMORY_FIELDS. Times are ISO 8601 with their UTC offset, or null.
+  `occurred_at` (when what it says happened or was said) and `session` (the conversation
+  it came from, or "") are absent from archives made before issue 26: a memory imported
+  from one is said when it is imported, in no conversation.
 - `memory_history.jsonl`: one line per history row, ordered by created_at then id, with
-  MEMORY_HISTORY_FIELDS; `before` and `after` exactly as stored.
+  MEMORY_HISTORY_FIELDS; `before` and `after` exactly as stored (memory/snapshots.py:
+  since issue 26 with `occurred_at` and `session`).
 - `documents/<path>`: each of the user's own documents at its path; each agent's private
   documents at `documents/agents/<agent name>/<path>`. The member's bytes are the body,
   UTF-8, nothing added. The manifest's entry for a document also names its scope
@@ -78,6 +82,8 @@ MEMORY_FIELDS = (
     "pinned",
     "access_count",
     "last_accessed_at",
+    "occurred_at",
+    "session",
     "created_at",
     "updated_at",
 )

@@ -6,8 +6,12 @@ becomes Mnemo entries.
 - Claude: the memory text Claude shows and exports, Markdown: `#` headings name sections
   (their words become a tag), each bullet or line below them is one memory.
 - mem0: its export's JSON, a list of memories or `{"results": [...]}` (also
-  `{"memories": [...]}`), each with `memory` (or `text`), `created_at`, `categories` and
-  `metadata`. The text, the creation time and the categories (as tags) are kept.
+  `{"memories": [...]}`), each with `memory` (or `text`), `created_at`, `categories`,
+  `metadata` and the ids it was stored under (`user_id`, `agent_id`, `run_id`: mem0's
+  session). The text, the creation time (also as when it was said, `occurred_at`), the
+  categories (as tags) and the run as the memory's `session` are kept; a run id that is not
+  a session's name (memory/occurrence.py) is left out rather than the memory refused.
+  ChatGPT's and Claude's texts say neither when nor in which conversation.
 
 Each entry is stored through memory/services.py `memory_store`, as the system: what another
 tool inferred about the user is a note about them, not a fact they stated in Mnemo, so it
@@ -33,6 +37,7 @@ from lib.credentials import redact
 from lib.errors import SecretRefused, ServiceError
 from lib.tags import TAG_PATTERN, normalize_tag
 from memory.models import MAX_VALUE_LENGTH, Memory
+from memory.occurrence import MAX_YEAR, MIN_YEAR, session_problem
 from memory.services import MAX_TAGS, memory_store
 from memory.snapshots import UNSTORABLE
 from portability.checking import ArchiveRefused, parse_json, parse_time
@@ -62,6 +67,7 @@ class Entry:
     tags: list[str] = field(default_factory=list)
     created_at: datetime | None = None
     kind: str = "fact"
+    session: str = ""
 
 
 def _kind(text: str, tags: Iterable[str | None] = ()) -> str:
@@ -136,9 +142,26 @@ def parse_mem0(data: object) -> list[Entry]:
                 _tags("mem0", labels),
                 created_at=parse_time(record.get("created_at")),
                 kind=_kind(text if isinstance(text, str) else "", [as_tag(c) for c in labels]),
+                session=_session(record.get("run_id")),
             )
         )
     return entries
+
+
+def _session(run_id: object) -> str:
+    """mem0's run id as a session, when it is one (a number is kept as its digits)."""
+    if isinstance(run_id, int) and not isinstance(run_id, bool):
+        run_id = str(run_id)
+    if not isinstance(run_id, str) or session_problem(run_id.strip()):
+        return ""
+    return run_id.strip()
+
+
+def _said_at(moment: datetime | None) -> datetime | None:
+    """The tool's creation time as when it was said, if a memory's time may be it."""
+    if moment is None or not MIN_YEAR <= moment.year <= MAX_YEAR:
+        return None
+    return moment
 
 
 def read_entries(kind: str, fileobj: IO[bytes]) -> list[Entry]:
@@ -197,6 +220,8 @@ def store_entry(
                 text=entry.text,
                 tags=entry.tags,
                 reason=f"Imported from {tool}",
+                occurred_at=_said_at(entry.created_at),
+                session=entry.session,
             )
             if result.status == "created" and entry.created_at is not None:
                 # The tool's creation time, kept: the memory was just inserted by the write

@@ -65,6 +65,7 @@ from memory.services import (
     memory_upsert,
     past_change_problem,
 )
+from memory.snapshots import same_state
 from portability import format as fmt
 from portability.checking import (
     MAX_WORK_FILE_BYTES,
@@ -561,6 +562,10 @@ def _import_memory(
         "tags": record.get("tags") or [],
         "pinned": record.get("pinned") or False,
     }
+    # An archive from before issue 26 has neither: the memory is said when imported.
+    when = {
+        name: record[name] for name in ("occurred_at", "session") if record.get(name) is not None
+    }
     # The newer change wins; a line without a time never replaces what is there.
     changed_at = parse_time(record.get("updated_at")) or NEVER_NEWER
     try:
@@ -571,6 +576,7 @@ def _import_memory(
             reason="Imported",
             unless_changed_since=changed_at,
             **wanted,
+            **when,
         )
     except ServiceError as error:
         _refuse(report, "memories", item, error.message)
@@ -579,7 +585,7 @@ def _import_memory(
         report.add("memories", item, "created")
     elif write.changed:
         report.add("memories", item, "updated")
-    elif write.memory.snapshot() == {**write.memory.snapshot(), **wanted}:
+    elif same_state(write.memory.snapshot(), {**write.memory.snapshot(), **wanted, **when}):
         report.add("memories", item, "skipped", "The same memory is there already.")
     else:
         when = write.memory.updated_at

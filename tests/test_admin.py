@@ -126,6 +126,9 @@ def test_add_memory_writes_row_history_and_activity(root, superuser, alice):
             source="tp_extracted",
             tags="Reports, format",
             pinned="on",
+            occurred_at_0="2023-05-08",
+            occurred_at_1="13:56:00",
+            session=" chat-42 ",
         ),
     )
 
@@ -161,6 +164,9 @@ def test_add_memory_writes_row_history_and_activity(root, superuser, alice):
         "confidence": 0.8,
         "tags": ["format", "reports"],
         "pinned": True,
+        # The admin's times are UTC (no timezone memory for the superuser's pages).
+        "occurred_at": "2023-05-08T13:56:00+00:00",
+        "session": "chat-42",
     }
     event = ActivityEvent.objects.get()
     assert (event.event_type, event.user, event.actor_type, event.actor_user) == (
@@ -175,6 +181,26 @@ def test_add_memory_writes_row_history_and_activity(root, superuser, alice):
         "source": "tp_extracted",
         "history_id": history.pk,
     }
+
+
+def test_add_memory_without_a_time_was_said_now_and_a_bad_session_is_a_field_error(root, alice):
+    refused = root.post(
+        admin_url(Memory, "add"),
+        memory_form(user=alice.pk, key="fact:tea", value="tea", session="a\x07b"),
+    )
+    assert refused.status_code == 200
+    assert refused.context["adminform"].form.errors == {
+        "session": ["session must be one line, without control characters."]
+    }
+    assert Memory.objects.count() == 0
+
+    response = root.post(
+        admin_url(Memory, "add"), memory_form(user=alice.pk, key="fact:tea", value="tea")
+    )
+    assert response.status_code == 302
+    memory = Memory.objects.get()
+    assert abs(memory.occurred_at - memory.created_at).total_seconds() < 1
+    assert memory.session == ""
 
 
 def test_add_memory_with_bad_key_shows_grammar_error_and_writes_nothing(root, alice):

@@ -118,11 +118,18 @@ CALLS = {
     ),
     "complete_bootstrap": ({}, {"path": "BOOTSTRAP.md"}),
     "create_memory": (
-        {"key": "fact:tea", "value": "green tea", "confidence": 0.7, "tags": ["drinks"]},
+        {
+            "key": "fact:tea",
+            "value": "green tea",
+            "confidence": 0.7,
+            "tags": ["drinks"],
+            "occurred_at": "2023-05-08T13:56:00+02:00",
+            "session": "chat-42",
+        },
         {"key": "fact:tea", "value": "green tea", "confidence": 1.0},
     ),
     "update_memory": (
-        {"key": "fact:seeded", "value": "new value", "pinned": True},
+        {"key": "fact:seeded", "value": "new value", "pinned": True, "occurred_at": "2023-05-08"},
         {"key": "fact:seeded", "pinned": "yes"},
     ),
     "delete_memory": ({"key": "fact:seeded"}, {"key": ["fact:seeded"]}),
@@ -130,7 +137,13 @@ CALLS = {
     "list_memories": ({"kind": "fact", "limit": 10}, {"limit": 0}),
     "list_proposals": ({"status": "pending_review", "limit": 10}, {"status": "maybe"}),
     "memory_store": (
-        {"content": "likes green tea", "category": "preference", "tags": ["drinks"]},
+        {
+            "content": "likes green tea",
+            "category": "preference",
+            "tags": ["drinks"],
+            "occurred_at": "2023-05-08T13:56:00Z",
+            "session": "chat-42",
+        },
         {"content": "likes green tea", "category": "opinion"},
     ),
     "memory_list_recent": ({"limit": 5}, {"limit": 51}),
@@ -171,6 +184,27 @@ def test_manifest_key_schema_carries_the_grammar(client):
     assert key["type"] == "string"
     assert "<kind>:<slug>" in key["description"]
     assert re.fullmatch(key["pattern"].strip("^$"), "preference:report-format")
+
+
+@pytest.mark.parametrize("name", ["create_memory", "update_memory", "memory_store"])
+def test_manifest_describes_occurred_at_and_session(client, name):
+    manifest = {tool["function"]["name"]: tool for tool in client.get("/api/v1/tools").json()}
+    properties = manifest[name]["function"]["parameters"]["properties"]
+    occurred_at, session = properties["occurred_at"], properties["session"]
+    assert occurred_at["type"] == session["type"] == "string"
+    assert "ISO 8601" in occurred_at["description"]
+    assert "user's local time" in occurred_at["description"]
+    assert session["maxLength"] == 100
+    pattern = re.compile(occurred_at["pattern"])
+    for good in (
+        "2023-05-08",
+        "2023-05-08T13:56",
+        "2023-05-08T13:56:00Z",
+        "2023-05-08 13:56:00+02:00",
+    ):
+        assert pattern.match(good), good
+    for bad in ("May 2023", "2023-5-8", "20230508", "2023-05-08T13"):
+        assert not pattern.match(bad), bad
 
 
 @pytest.mark.parametrize("name", TOOLS)

@@ -60,10 +60,12 @@ from memory.forms import (
     EntryForm,
     ProfileForm,
     StyleForm,
+    local_day,
     timezone_names,
 )
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN, PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
+from memory.occurrence import from_stored, stored_problem
 from memory.selectors import (
     MemoryBatch,
     deleted_batch_list,
@@ -85,7 +87,7 @@ from memory.services import (
     memory_set,
     memory_update,
 )
-from memory.snapshots import state_problem
+from memory.snapshots import same_state, state_problem
 from memory.working_memory import (
     DAMAGED,
     EMPTY,
@@ -212,14 +214,21 @@ class StyleRow:
     kept: bool = False  # hx-preserve: the browser keeps the row being edited (_kept)
 
 
+SAID_APART = timedelta(days=1)
+
+
 def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
     """Attach where each memory came from (stated by the user, or noted by which agent), its
-    kind as a word and its text as a short quote."""
+    kind as a word, its text as a short quote, and whether the day it was said is worth
+    showing."""
     noted = [memory.key for memory in memories if memory.source != Source.USER_STATED]
     agents = memory_agent_names(user=user, keys=noted) if noted else {}
     for memory in memories:
         memory.kind_label = KIND_LABELS.get(memory.kind, "")
         memory.quoted = _quoted(memory.value)
+        # The day it was said, when that is not the day it was written (which says nothing
+        # the row's time does not): an agent's dated note, an import, a past event.
+        memory.said_shown = abs(memory.occurred_at - memory.created_at) > SAID_APART
         if memory.source == Source.USER_STATED:
             memory.origin_kind, memory.origin_label = "user", "stated by you"
         elif memory.key in agents:
@@ -829,6 +838,8 @@ def entry_add(request: HtmxHttpRequest) -> HttpResponse:
                 actor=_actor(request),
                 slug=form.cleaned_data["key"],
                 tags=form.cleaned_data["tag_list"],
+                occurred_at=form.cleaned_data["occurred_at"],
+                session=form.cleaned_data["session"],
             )
         except ServiceError as error:  # a bad or taken key, a refused text or tag
             add_service_error(form, error, EntryForm.SERVICE_FIELDS)
@@ -911,12 +922,18 @@ def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 def _entry_changes(memory: Memory, cleaned: dict[str, Any]) -> dict[str, Any]:
-    """What an edit changes of an entry's text and tags, for memory_update."""
+    """What an edit changes of an entry's text, tags, day and conversation, for
+    memory_update. The form shows the day only: the same day keeps the time an agent gave,
+    and an emptied one keeps the day it had."""
     changes: dict[str, Any] = {}
     if cleaned["value"] != memory.value:
         changes["value"] = cleaned["value"]
     if sorted({tag.lower() for tag in cleaned["tag_list"]}) != list(memory.tags):
         changes["tags"] = cleaned["tag_list"]
+    if cleaned["occurred_at"] is not None and cleaned["occurred_at"] != local_day(memory):
+        changes["occurred_at"] = cleaned["occurred_at"]
+    if cleaned["session"] != memory.session:
+        changes["session"] = cleaned["session"]
     return changes
 
 
@@ -1123,6 +1140,7 @@ def _history_context(
         after = row.after if isinstance(row.after, dict) else {}
         row.old_value = _shown(before.get("value"))
         row.new_value = _shown(after.get("value"))
+        row.said_change, row.session_change = _when_changed(before, after)
         if renamed:
             row.old_key = _shown(before.get("key")) or ""
             row.new_key = _shown(after.get("key")) or row.key
@@ -1132,10 +1150,28 @@ def _history_context(
         # this memory (from before a rename too); a row of another memory that once had
         # this key (deleted since) would come back under the old key, so it is not offered.
         same_memory = memory is not None and row.memory_id == memory.pk
-        row.restorable = not row.damaged and state != current and (row.key == key or same_memory)
+        row.restorable = (
+            not row.damaged and not same_state(current, state) and (row.key == key or same_memory)
+        )
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
     return {"key": key, "memory": memory, "rows": rows, "back_url": _tab_url(tab)}
+
+
+def _when_changed(
+    before: dict[str, Any], after: dict[str, Any]
+) -> tuple[tuple[datetime, datetime] | None, tuple[str, str] | None]:
+    """What a change did to when the memory was said and to its conversation, each (old,
+    new) when both states hold it (a state from before issue 26 does not) and it changed."""
+    said = None
+    old, new = before.get("occurred_at"), after.get("occurred_at")
+    if not stored_problem(old) and not stored_problem(new) and old != new:
+        said = (from_stored(old), from_stored(new))
+    session = None
+    old, new = before.get("session"), after.get("session")
+    if isinstance(old, str) and isinstance(new, str) and old != new:
+        session = (old, new)
+    return said, session
 
 
 def _shown(value: object) -> str | None:

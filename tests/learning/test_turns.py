@@ -141,6 +141,9 @@ def test_turn_ids_are_per_agent(client, alice, learning_on, alice_token, sent):
         (TURN | {"tool_outputs": [{"name": "x"}]}, "tool_outputs"),
         (TURN | {"tool_outputs": "text"}, "tool_outputs"),
         (TURN | {"turn_id": "x" * 129}, "turn_id"),
+        (TURN | {"session": "x" * 101}, "session"),
+        (TURN | {"session": "chat\n42"}, "session"),
+        (TURN | {"session": 42}, "session"),
         ({"assistant_reply": "only a reply"}, "user_message"),
     ],
 )
@@ -226,6 +229,61 @@ def test_a_turn_with_the_llm_counts_its_tokens(
     event = ActivityEvent.objects.get(event_type=EventType.TURN_PROCESSED)
     assert (event.payload["prompt_tokens"], event.payload["completion_tokens"]) == (500, 3)
     assert not Memory.objects.filter(user=alice).exists()
+
+
+def test_what_is_captured_from_a_turn_carries_its_session_and_time(
+    client, alice, learning_on, alice_token, sent, llm_server
+):
+    llm_server.script_chat(
+        ChatReply("NOOP"),
+        ChatReply(
+            json.dumps(
+                [
+                    {"type": "decision", "text": "The team uses PostgreSQL for the event store"},
+                    {"type": "preference", "text": "The user wants short answers"},
+                ]
+            )
+        ),
+    )
+    answer = report(client, alice_token, TURN | {"session": "  chat-42  "}).json()
+    assert answer["session"] == "chat-42"
+    turn = Turn.objects.get(pk=answer["id"])
+    assert turn.session == "chat-42"
+    # Processed a while after it was received: the memories were said when it was received.
+    Turn.objects.filter(pk=turn.pk).update(
+        received_at=datetime.datetime(2026, 3, 1, 9, 30, tzinfo=datetime.UTC)
+    )
+
+    processed = pipeline.process_turn(turn.pk)
+
+    assert processed.outcome["capture"]["method"] == "llm"
+    captured = list(Memory.objects.filter(user=alice, turn=turn).order_by("key"))
+    assert [memory.key.split(":")[0] for memory in captured] == ["decision", "preference"]
+    for memory in captured:
+        assert (memory.session, memory.occurred_at) == (
+            "chat-42",
+            datetime.datetime(2026, 3, 1, 9, 30, tzinfo=datetime.UTC),
+        )
+    read = client.post(
+        "/api/v1/tools/get_memory",
+        data=json.dumps({"key": captured[0].key}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {alice_token}",
+    ).json()["memory"]
+    assert (read["session"], read["occurred_at"]) == ("chat-42", "2026-03-01T09:30:00Z")
+
+
+def test_a_turn_without_a_session_captures_memories_without_one(
+    client, alice, learning_on, alice_token, sent, no_llm
+):
+    turn = queued_turn(client, alice_token)
+    assert turn.session == ""
+
+    pipeline.process_turn(turn.pk)
+
+    captured = Memory.objects.filter(user=alice, turn=turn)
+    assert captured.exists()
+    assert {(memory.session, memory.occurred_at) for memory in captured} == {("", turn.received_at)}
 
 
 def test_a_turn_is_processed_once(client, learning_on, alice_token, sent, no_llm):

@@ -227,6 +227,46 @@ def test_http_tool_results_match_the_http_api(mcp_url, alice, alice_agent, alice
     assert refused.meta["mnemo/status"] == refused_over_http.status_code == 400
 
 
+def test_http_tools_take_and_return_occurred_at_and_session(mcp_url, alice, alice_token):
+    """The MCP tools are the API's: the new fields are in their schemas and round-trip."""
+    memory_upsert(user=alice, key="timezone", value="Asia/Singapore", actor=Actor.for_user(alice))
+
+    async def main() -> tuple[Any, ...]:
+        async with http_session(mcp_url, alice_token) as client:
+            tools = await client.list_tools()
+            stored = await client.call_tool(
+                "memory_store",
+                {
+                    "content": "Moved to Lisbon",
+                    "category": "fact",
+                    "occurred_at": "2023-05-08",
+                    "session": "chat-42",
+                },
+            )
+            key = stored.structured_content["key"]
+            updated = await client.call_tool(
+                "update_memory", {"key": key, "occurred_at": "2023-05-09T10:00:00Z"}
+            )
+            refused = await client.call_tool(
+                "create_memory", {"key": "fact:x", "value": "x", "occurred_at": "last May"}
+            )
+            return tools, stored, updated, refused
+
+    tools, stored, updated, refused = run(main)
+    schemas = {tool.name: tool.input_schema["properties"] for tool in tools.tools}
+    for name in ("create_memory", "update_memory", "memory_store"):
+        assert {"occurred_at", "session"} <= set(schemas[name]), name
+        assert schemas[name]["session"]["maxLength"] == 100
+        assert "ISO 8601" in schemas[name]["occurred_at"]["description"]
+    memory = stored.structured_content["memory"]
+    # 2023-05-08 in Singapore began at 16:00 UTC the day before.
+    assert (memory["occurred_at"], memory["session"]) == ("2023-05-07T16:00:00Z", "chat-42")
+    memory = updated.structured_content["memory"]
+    assert (memory["occurred_at"], memory["session"]) == ("2023-05-09T10:00:00Z", "chat-42")
+    assert error_of(refused)["field"] == "occurred_at"
+    assert not Memory.objects.filter(user=alice, key="fact:x").exists()
+
+
 def test_http_refuses_a_missing_or_bad_token_before_mcp(mcp_url, alice_token, client):
     initialize = {
         "jsonrpc": "2.0",

@@ -146,6 +146,8 @@ def test_every_file_is_present_with_the_accounts_content(client, alice, alice_ag
         "pinned": False,
         "access_count": 0,
         "last_accessed_at": None,
+        "occurred_at": iso(tea.occurred_at),
+        "session": "",
         "created_at": iso(tea.created_at),
         "updated_at": iso(tea.updated_at),
     }
