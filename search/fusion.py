@@ -28,11 +28,16 @@ model carries two numbers measured on the development data:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from search.embeddings import E5_MODEL_ID, WORDLLAMA_MODEL_ID
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # A row covering less than this share of the query's IDF mass is a chance word match
 # (one common word of several); alone it does not make a query answerable. Measured on the
@@ -45,9 +50,14 @@ MIN_COVERAGE = 1 / 3
 class Floor:
     query: float  # the best similarity below which words must carry the query
     row: float  # the similarity below which a row is not a meaning match
+    # The similarity of a strong meaning match: the meaning score is 1 there and above,
+    # (similarity - row) / (strong - row) below it. None for a model not calibrated here:
+    # its meaning is spread from the lowest candidate to the best of each query.
+    strong: float | None = None
 
     def raised(self, by: float) -> Floor:
-        return Floor(query=self.query + by, row=self.row + by)
+        strong = None if self.strong is None else self.strong + by
+        return Floor(query=self.query + by, row=self.row + by, strong=strong)
 
 
 # Without a query vector (the provider is down) only words can answer a query: no
@@ -60,10 +70,31 @@ WORDS_ONLY = Floor(query=2.0, row=2.0)
 # unrelated query at 0.78-0.84 and of a real question at 0.83-0.88 (5th-50th percentile):
 # R@10 .699 against .700 with no floor, 96% of unrelated queries empty. WordLlama: 0.09-0.28
 # against 0.43-0.65; at 0.25, R@10 .647 against .649, 91% empty (0.22 lets 18% through).
+# `strong`: the row floor plus SPAN (below).
 CALIBRATED_FLOORS = {
-    E5_MODEL_ID: Floor(query=0.82, row=0.78),
-    WORDLLAMA_MODEL_ID: Floor(query=0.25, row=0.20),
+    E5_MODEL_ID: Floor(query=0.82, row=0.78, strong=0.78 + 0.10),
+    WORDLLAMA_MODEL_ID: Floor(query=0.25, row=0.20, strong=0.20 + 0.40),
 }
+
+# Short queries sit closer to everything: e5 puts a one-word query 0.82-0.86 from the
+# nearest row of a profile that never mentions it, a two-word one 0.80-0.84, a question of
+# several words 0.78-0.84 (bench/short_queries.py, bench/README.md "Short queries"). Each
+# word short of SHORT_WORDS raises the floor by SHORT_RAISE: a one-word query needs 0.87,
+# a two-word one 0.845, more words the floor above.
+SHORT_WORDS = 3
+SHORT_RAISE = 0.025
+
+
+def floor_for_query(floor: Floor, query: str) -> Floor:
+    """The model's floor for this query: raised for a query of fewer than SHORT_WORDS
+    words, for a model with a calibrated meaning scale (`strong`)."""
+    if floor.strong is None:
+        return floor
+    words = len(WORD.findall(query))
+    return floor.raised(SHORT_RAISE * max(SHORT_WORDS - max(words, 1), 0))
+
+
+WORD = re.compile(r"\w+")
 
 
 def floor_for_model(model: str | None) -> Floor:
@@ -113,19 +144,21 @@ def fuse(
     vector_weight: float,
     keyword_weight: float,
     enforce_floor: bool = True,
+    pending: frozenset[int] = frozenset(),
 ) -> dict[int, Ranks]:
     """Row id → Ranks, best fused first; {} when the query is below the floor. Without
     `enforce_floor` every candidate counts (what was closest, on request).
 
     `keyword_rows` best first by BM25, `vector_rows` best first by similarity (each as
-    its side's SQL ordered them; ties broken by id)."""
+    its side's SQL ordered them; ties broken by id). `pending`: rows with no vector by the
+    query's model yet; until they have one, their meaning score is their coverage (a row
+    holding every word of the query stands as a strong meaning match, so a weak
+    meaning-only neighbour does not outrank it while it waits for its vector)."""
     if enforce_floor and not _answerable(keyword_rows, vector_rows, floor):
         return {}
     vectors = [row for row in vector_rows if not enforce_floor or row.similarity >= floor.row]
     best_keyword = max((row.score for row in keyword_rows), default=0.0)
-    similarities = [row.similarity for row in vector_rows]
-    high = max(similarities, default=0.0)
-    low = floor.row if -1 < floor.row < high else min(similarities, default=0.0)
+    scale = _meaning_scale(floor, [row.similarity for row in vector_rows])
     keyword = {row.pk: (rank, row) for rank, row in enumerate(keyword_rows, start=1)}
     vector = {row.pk: (rank, row) for rank, row in enumerate(vectors, start=1)}
     fused: dict[int, Ranks] = {}
@@ -133,7 +166,12 @@ def fuse(
         keyword_rank, keyword_row = keyword.get(pk, (None, None))
         vector_rank, vector_row = vector.get(pk, (None, None))
         keyword_score = keyword_row.score / best_keyword if keyword_row and best_keyword else 0.0
-        vector_score = _spread(vector_row.similarity, low, high) if vector_row else 0.0
+        if vector_row is not None:
+            vector_score = scale(vector_row.similarity)
+        elif keyword_row is not None and pk in pending:
+            vector_score = keyword_row.coverage
+        else:
+            vector_score = 0.0
         fused[pk] = Ranks(
             keyword_rank=keyword_rank,
             vector_rank=vector_rank,
@@ -144,6 +182,19 @@ def fuse(
             fused=vector_weight * vector_score + keyword_weight * keyword_score,
         )
     return dict(sorted(fused.items(), key=lambda item: (-item[1].fused, item[0])))
+
+
+def _meaning_scale(floor: Floor, similarities: list[float]) -> Callable[[float], float]:
+    """Similarity → meaning score in [0, 1]. A calibrated model's is fixed: 0 at the row
+    floor, 1 at a strong match, so a weak best candidate stays weak. Otherwise the best
+    candidate of the query gets 1 and the row floor (or, with none, the lowest candidate)
+    0, as nothing says what a strong match is for that model."""
+    if floor.strong is not None:
+        zero, one = floor.row, floor.strong
+        return lambda similarity: min(max((similarity - zero) / (one - zero), 0.0), 1.0)
+    high = max(similarities, default=0.0)
+    low = floor.row if -1 < floor.row < high else min(similarities, default=0.0)
+    return lambda similarity: _spread(similarity, low, high)
 
 
 def _answerable(keyword_rows: list[KeywordRow], vector_rows: list[VectorRow], floor: Floor) -> bool:
