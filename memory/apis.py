@@ -44,6 +44,7 @@ from memory import selectors, services
 from memory.keys import ENTRY_KINDS, KEY_PATTERN, MAX_KEY_LENGTH
 from memory.models import (
     MAX_REASON_LENGTH,
+    MAX_SESSION_LENGTH,
     MAX_VALUE_LENGTH,
     Memory,
     MemoryProposal,
@@ -52,6 +53,7 @@ from memory.models import (
     ProposalTrigger,
     Source,
 )
+from memory.occurrence import MAX_YEAR, MIN_YEAR
 from memory.search import search_memory
 from memory.services import MAX_TAGS
 from memory.working_memory import (
@@ -125,6 +127,51 @@ class AgentSourceField(TextField):
     pass
 
 
+OCCURRED_AT_PATTERN = (
+    r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
+)
+OCCURRED_AT_HELP = (
+    "When what the memory says happened or was said, in ISO 8601: a date (2023-05-08, "
+    "the start of that day) or a date-time (2023-05-08T13:56:00, with or without Z or an "
+    "offset such as +02:00). Without an offset it is the user's local time (their "
+    f"timezone memory). Years {MIN_YEAR}-{MAX_YEAR}; a planned event may be in the future. "
+    "Default: the time of writing."
+)
+SESSION_HELP = (
+    f"The conversation you are in, up to {MAX_SESSION_LENGTH} characters on one line (your "
+    "chat or thread id): memories written in one session form an episode, and search "
+    "brings them back together. Default: none."
+)
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "maxLength": 40,
+        "pattern": OCCURRED_AT_PATTERN,
+        "description": OCCURRED_AT_HELP,
+    }
+)
+class OccurredAtField(TextField):
+    """Parsed by the service (memory/occurrence.py), which knows the user's time zone."""
+
+
+def _occurred_at_field() -> OccurredAtField:
+    return OccurredAtField(required=False, max_length=40)
+
+
+def _session_field() -> TextField:
+    return TextField(
+        required=False,
+        allow_blank=True,
+        max_length=MAX_SESSION_LENGTH,
+        help_text=SESSION_HELP,
+        error_messages={
+            "max_length": f"Longer than {MAX_SESSION_LENGTH} characters; shorten the session."
+        },
+    )
+
+
 def _value_field(**kwargs: Any) -> TextField:
     return TextField(
         max_length=MAX_VALUE_LENGTH,
@@ -160,6 +207,13 @@ class MemorySerializer(serializers.Serializer):
     pinned = serializers.BooleanField()
     access_count = serializers.IntegerField()
     last_accessed_at = serializers.DateTimeField(allow_null=True)
+    occurred_at = serializers.DateTimeField(
+        help_text="When what it says happened or was said (ISO 8601, UTC); for a memory "
+        "written without one, when it was written."
+    )
+    session = serializers.CharField(
+        help_text="The conversation it came from; empty when none was given."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -184,6 +238,8 @@ def memory_body(memory: Memory) -> dict[str, Any]:
         "pinned": bool(memory.pinned),
         "access_count": int(memory.access_count),
         "last_accessed_at": _DATETIME.to_representation(memory.last_accessed_at),
+        "occurred_at": _DATETIME.to_representation(memory.occurred_at),
+        "session": memory.session,
         "created_at": _DATETIME.to_representation(memory.created_at),
         "updated_at": _DATETIME.to_representation(memory.updated_at),
     }
@@ -227,6 +283,8 @@ class CreateMemorySerializer(ToolInput):
     tags = _tags_field()
     source = AgentSourceField(required=False)
     reason = _reason_field()
+    occurred_at = _occurred_at_field()
+    session = _session_field()
 
 
 class ProposalSerializer(serializers.Serializer):
@@ -282,6 +340,8 @@ class UpdateMemorySerializer(ToolInput):
     tags = _tags_field()
     pinned = FlagField(required=False, help_text="Pinned entries come first in working memory.")
     reason = _reason_field()
+    occurred_at = _occurred_at_field()
+    session = _session_field()
 
 
 class MemoryResultSerializer(serializers.Serializer):
@@ -477,6 +537,8 @@ ROW_EXAMPLE = {
     "pinned": False,
     "access_count": 0,
     "last_accessed_at": None,
+    "occurred_at": "2026-11-20T18:00:00Z",
+    "session": "chat-42",
     "created_at": "2026-11-21T09:30:00Z",
     "updated_at": "2026-11-21T09:30:00Z",
 }
@@ -498,7 +560,8 @@ class MemoryCreateApi(ToolApi):
         "kind already says adds nothing (200, status duplicate, naming it), or if it adds "
         "something, becomes a proposal to update that one (202). Search before you write. "
         "Never store a credential (an API key, a password, a card number, …): 422 "
-        "secret_refused, and nothing is written.",
+        "secret_refused, and nothing is written. occurred_at says when what it says "
+        "happened or was said (default: now) and session which conversation you are in.",
         request=CreateMemorySerializer,
         responses={
             201: CreateMemoryResultSerializer,
@@ -513,6 +576,8 @@ class MemoryCreateApi(ToolApi):
                     "key": "preference:report-format",
                     "value": "bullet points in reports",
                     "tags": ["work"],
+                    "occurred_at": "2026-11-21T02:00:00+08:00",
+                    "session": "chat-42",
                 },
                 request_only=True,
             ),
@@ -552,10 +617,11 @@ class MemoryUpdateApi(ToolApi):
         operation_id="update_memory",
         tags=[TOOL_TAG],
         summary="Change an existing memory",
-        description="Change the value, confidence, tags or pinned flag of a memory that "
-        "exists; 404 if there is none. Give at least one of them. A change to a memory the "
-        "user stated waits for their review: 202, status pending_review, with the proposal "
-        "(list_proposals tells you what became of it).",
+        description="Change the value, confidence, tags, pinned flag, occurred_at or session "
+        "of a memory that exists; 404 if there is none. Give at least one of them; what you "
+        "leave out stays as it is. A change to a memory the user stated (its time or "
+        "session included) waits for their review: 202, status pending_review, with the "
+        "proposal (list_proposals tells you what became of it).",
         request=UpdateMemorySerializer,
         responses={
             200: UpdateResultSerializer,
@@ -566,6 +632,11 @@ class MemoryUpdateApi(ToolApi):
             OpenApiExample(
                 "Pin a memory",
                 value={"key": "preference:report-format", "pinned": True},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Date a memory",
+                value={"key": "fact:moved-to-lisbon", "occurred_at": "2023-05-08"},
                 request_only=True,
             ),
         ],
@@ -907,6 +978,8 @@ class MemoryStoreInput(ToolInput):
         "their world), instruction (how the user wants you to work).",
     )
     tags = _tags_field()
+    occurred_at = _occurred_at_field()
+    session = _session_field()
 
 
 class StoreResultSerializer(serializers.Serializer):
@@ -940,7 +1013,9 @@ class MemoryStoreApi(ToolApi):
         "status unchanged. If the content adds to a near one, or the user reviews agents' "
         "new memories, it waits for the user (202, status pending_review, with the "
         "proposal). Use update_memory to change a memory you know the key of. A credential "
-        "(an API key, a password, a card number, …) is never stored: 422 secret_refused.",
+        "(an API key, a password, a card number, …) is never stored: 422 secret_refused. "
+        'Pass occurred_at when what it says happened at another time than now ("last '
+        'Tuesday" as a date) and session to say which conversation you are in.',
         request=MemoryStoreInput,
         responses={
             201: StoreResultSerializer,
@@ -955,6 +1030,8 @@ class MemoryStoreApi(ToolApi):
                     "content": "The team chose PostgreSQL for the event store",
                     "category": "decision",
                     "tags": ["database"],
+                    "occurred_at": "2026-11-18",
+                    "session": "chat-42",
                 },
                 request_only=True,
             ),
@@ -969,6 +1046,7 @@ class MemoryStoreApi(ToolApi):
                         "kind": "decision",
                         "value": "The team chose PostgreSQL for the event store",
                         "tags": ["database"],
+                        "occurred_at": "2026-11-18T00:00:00Z",
                     },
                 },
                 response_only=True,
@@ -983,6 +1061,8 @@ class MemoryStoreApi(ToolApi):
             kind=data["category"],
             text=data["content"],
             tags=data.get("tags"),
+            occurred_at=data.get("occurred_at"),
+            session=data.get("session"),
         )
         if result.proposal is not None:
             return _pending_review(result.proposal, key=result.key)
@@ -1011,6 +1091,10 @@ class RecentMemorySerializer(serializers.Serializer):
     text = serializers.CharField()
     tags = serializers.ListField(child=serializers.CharField())
     source = serializers.ChoiceField(choices=Source.choices)
+    occurred_at = serializers.DateTimeField(
+        help_text="When what it says happened or was said (ISO 8601, UTC)."
+    )
+    session = serializers.CharField(help_text="The conversation it came from, or empty.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -1045,6 +1129,8 @@ def _recent_body(memory: Memory) -> dict[str, Any]:
         "text": memory.value,
         "tags": [str(tag) for tag in memory.tags],
         "source": str(memory.source),
+        "occurred_at": _DATETIME.to_representation(memory.occurred_at),
+        "session": memory.session,
         "created_at": _DATETIME.to_representation(memory.created_at),
         "updated_at": _DATETIME.to_representation(memory.updated_at),
     }

@@ -34,6 +34,7 @@ from lib.errors import Forbidden, InvalidInput, NotFound, ServiceError
 from lib.tags import clean_tags
 from memory.models import HistoryAction, Memory, MemoryHistory
 from memory.services import MAX_TAGS, memory_delete, memory_restore, memory_update
+from memory.snapshots import same_state
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -236,7 +237,7 @@ def _undo_one(
             return RowOutcome(
                 key, RowStatus.REFUSED, f"'{key}' was deleted since; it is left as it is."
             )
-    if current is not None and current.snapshot() == change.before:
+    if current is not None and same_state(current.snapshot(), change.before):
         return RowOutcome(key, RowStatus.UNCHANGED)
     try:
         memory_restore(user=user, history_id=change.pk, actor=actor, undo=True)

@@ -1,3 +1,5 @@
+from datetime import UTC
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchVectorField
@@ -117,13 +119,16 @@ class Memory(EmbeddingFields):
         return "profile"
 
     def snapshot(self) -> dict[str, object]:
-        """The user-visible state of the row, as history stores it."""
+        """The user-visible state of the row, as history stores it (the time as ISO 8601
+        in UTC, as memory/occurrence.py `as_stored` writes it)."""
         return {
             "value": self.value,
             "source": self.source,
             "confidence": self.confidence,
             "tags": list(self.tags),
             "pinned": self.pinned,
+            "occurred_at": self.occurred_at.astimezone(UTC).isoformat(),
+            "session": self.session,
         }
 
 

@@ -41,7 +41,9 @@ from memory.models import (
     ProposalTrigger,
     Source,
 )
-from memory.snapshots import state_fields, state_problem
+from memory.occurrence import as_stored, clean_session, parse_occurred_at
+from memory.selectors import user_zone
+from memory.snapshots import SNAPSHOT_FIELDS, same_state, state_fields, state_problem
 from profiles.models import Profile
 from profiles.services import MEMORY_PAUSED_MESSAGE
 from search.indexing import request_embedding
@@ -132,8 +134,14 @@ def memory_upsert(
     reason: str = "",
     turn: Turn | None = None,
     unless_changed_since: datetime | None = None,
+    occurred_at: object = None,
+    session: str | None = None,
 ) -> MemoryWrite:
     """Create the memory, or replace its value if the key exists (last write wins).
+
+    `occurred_at` (when what it says happened or was said) and `session` (the conversation
+    it came from) are memory_clean's; left out, a new memory takes now and no session, and
+    an existing one keeps its own.
 
     `unless_changed_since` (an import's merge, where the newer change wins): a memory under
     the key that changed at or after this time, or that already holds these values, is
@@ -147,10 +155,18 @@ def memory_upsert(
     beside a proposal. `turn`, the reported turn it was learned from, is linked from the
     row (or from the proposal made instead).
     """
-    _refuse_credentials(actor, key=key, value=value, tags=tags, reason=reason)
+    _refuse_credentials(actor, key=key, value=value, tags=tags, reason=reason, session=session)
     parsed = parse_key(key)
     fields = memory_clean(
-        key=key, value=value, actor=actor, source=source, confidence=confidence, tags=tags
+        key=key,
+        value=value,
+        actor=actor,
+        source=source,
+        confidence=confidence,
+        tags=tags,
+        user=user,
+        occurred_at=occurred_at,
+        session=session,
     )
     if pinned is not None:
         fields["pinned"] = pinned
@@ -227,11 +243,16 @@ def memory_clean(
     source: str | None = None,
     confidence: float | None = None,
     tags: object = None,
+    user: AbstractBaseUser | None = None,
+    occurred_at: object = None,
+    session: object = None,
 ) -> dict[str, Any]:
     """Validate a write as memory_upsert does and return the cleaned fields.
 
     Raises InvalidInput naming the first field that is wrong. Forms call it to show
-    errors before anything is written.
+    errors before anything is written. `occurred_at` and `session` are taken when given
+    (None: not given); an `occurred_at` without an offset is in `user`'s time zone
+    (memory/occurrence.py).
     """
     parsed = parse_key(key)
     source, confidence = _source_and_confidence(actor, source, confidence)
@@ -242,6 +263,19 @@ def memory_clean(
     }
     if tags is not None:
         fields["tags"] = _clean_tags(tags)
+    fields.update(_when_and_where(user, occurred_at, session))
+    return fields
+
+
+def _when_and_where(
+    user: AbstractBaseUser | None, occurred_at: object, session: object
+) -> dict[str, Any]:
+    """The cleaned `occurred_at` and `session` of those given (None or UNSET: not given)."""
+    fields: dict[str, Any] = {}
+    if occurred_at is not None and occurred_at is not UNSET:
+        fields["occurred_at"] = parse_occurred_at(occurred_at, zone=lambda: user_zone(user))
+    if session is not None and session is not UNSET:
+        fields["session"] = clean_session(session)
     return fields
 
 
@@ -257,14 +291,17 @@ def memory_update(
     pinned: bool = UNSET,
     reason: str = "",
     batch: UUID | None = None,
+    occurred_at: object = UNSET,
+    session: str = UNSET,
 ) -> MemoryWrite:
     """Change an existing memory; NotFound if the key has none.
 
     A new value or confidence also records who stands behind it now (the source). An
-    agent's change of a user-stated memory raises ReviewRequired (memory_upsert). `batch`:
-    the bulk action it is part of (memory/bulk.py), kept on its history row and event.
+    agent's change of a user-stated memory raises ReviewRequired (memory_upsert), a change
+    of only its time or session too: it changes what the user said. `batch`: the bulk
+    action it is part of (memory/bulk.py), kept on its history row and event.
     """
-    _refuse_credentials(actor, value=value, tags=tags, reason=reason)
+    _refuse_credentials(actor, value=value, tags=tags, reason=reason, session=session)
     parsed = parse_key(key)
     fields: dict[str, Any] = {}
     if value is not UNSET:
@@ -277,8 +314,11 @@ def memory_update(
         fields["tags"] = _clean_tags(tags)
     if pinned is not UNSET:
         fields["pinned"] = bool(pinned)
+    fields.update(_when_and_where(user, occurred_at, session))
     if not fields:
-        raise InvalidInput("Nothing to update: give a value, confidence, tags or pinned.")
+        raise InvalidInput(
+            "Nothing to update: give a value, confidence, tags, pinned, occurred_at or session."
+        )
     return _write(
         user=user,
         key=key,
@@ -395,10 +435,12 @@ def entry_create(
     tags: list[str] | None = None,
     pinned: bool = False,
     turn: Turn | None = None,
+    occurred_at: object = None,
+    session: str | None = None,
 ) -> MemoryWrite:
     """Add a new entry. Its key is `kind:slug`, the slug made from the text when not given
     (with -2, -3… if the user has it already). A typed slug that is taken is a Conflict:
-    adding never replaces an entry."""
+    adding never replaces an entry. `occurred_at` and `session` as memory_upsert's."""
     _check_kind(kind)
     slug = slug.strip().lower() if isinstance(slug, str) else ""
     if slug and not re.fullmatch(SLUG_PATTERN, slug):
@@ -412,7 +454,15 @@ def entry_create(
         raise InvalidInput(
             "Could not make a key from the text; type one (e.g. note-1).", field="slug"
         )
-    fields = memory_clean(key=f"{kind}:{base}", value=value, actor=actor, tags=tags or [])
+    fields = memory_clean(
+        key=f"{kind}:{base}",
+        value=value,
+        actor=actor,
+        tags=tags or [],
+        user=user,
+        occurred_at=occurred_at,
+        session=session,
+    )
     fields["pinned"] = bool(pinned)
     _link_turn(fields, turn)
     keys = _candidate_keys(user, kind, base, derived=not slug)
@@ -486,6 +536,8 @@ def memory_store(
     confidence: float | None = None,
     turn: Turn | None = None,
     reason: str = "",
+    occurred_at: object = None,
+    session: str | None = None,
 ) -> StoreResult:
     """Note something new, as an agent (or the system) does: the key is made from the text.
 
@@ -495,14 +547,22 @@ def memory_store(
     it makes this a duplicate, one it adds to gets a proposal to update it instead
     (memory/duplicates.py), and while the user reviews agents' new memories it waits as a
     proposal to add it. Refusals (bad text or tags, a credential, memory paused) raise
-    ServiceError.
+    ServiceError. `occurred_at` and `session` as memory_upsert's.
     """
-    _refuse_credentials(actor, value=text, tags=tags, reason=reason)
+    _refuse_credentials(actor, value=text, tags=tags, reason=reason, session=session)
     _check_kind(kind)
     base = derive_slug(text if isinstance(text, str) else "") or FALLBACK_SLUG
     first = f"{kind}:{base}"
     fields = memory_clean(
-        key=first, value=text, actor=actor, source=source, confidence=confidence, tags=tags or []
+        key=first,
+        value=text,
+        actor=actor,
+        source=source,
+        confidence=confidence,
+        tags=tags or [],
+        user=user,
+        occurred_at=occurred_at,
+        session=session,
     )
     _link_turn(fields, turn)
     reason = _clean_reason(reason)
@@ -757,7 +817,7 @@ def memory_restore(
 
 def _check_expected(key: str, memory: Memory | None, expected: dict[str, Any] | None) -> None:
     """Conflict unless the locked `memory` is in the `expected` state (None: no memory)."""
-    if (memory.snapshot() if memory is not None else None) == expected:
+    if same_state(memory.snapshot() if memory is not None else None, expected):
         return
     if expected is None:
         message = f"'{key}' was added again since; it is left as it is."
@@ -907,7 +967,8 @@ def _review_gate(
     if memory is not None and memory.source == Source.USER_STATED:
         before = memory.snapshot()
         after = {**before, **_snapshot_fields(fields)}
-        if all(after[name] == before[name] for name in ("value", "tags", "pinned")):
+        # A new time or session changes what the user said as much as a new text does.
+        if all(after[name] == before[name] for name in GATED_FIELDS):
             return MemoryWrite(memory=memory, created=False, history=None)
         return _propose(
             user,
@@ -942,20 +1003,26 @@ def _propose_new(
     )
 
 
-SNAPSHOT_FIELDS = ("value", "source", "confidence", "tags", "pinned")
+# What an agent's write to a user-stated memory may not change without the user's review
+# (source and confidence follow who wrote it; the value says the rest).
+GATED_FIELDS = ("value", "tags", "pinned", "occurred_at", "session")
 
 
 def _snapshot_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    return {
-        name: list(value) if name == "tags" else value
-        for name, value in fields.items()
-        if name in SNAPSHOT_FIELDS
-    }
+    """Written fields as a snapshot holds them (memory/snapshots.py)."""
+    shown = {name: value for name, value in fields.items() if name in SNAPSHOT_FIELDS}
+    if "tags" in shown:
+        shown["tags"] = list(shown["tags"])
+    if "occurred_at" in shown:
+        shown["occurred_at"] = as_stored(shown["occurred_at"])
+    return shown
 
 
 def _new_snapshot(fields: dict[str, Any]) -> dict[str, Any]:
-    """The snapshot a new row with these fields would have."""
-    return {"tags": [], "pinned": False, **_snapshot_fields(fields)}
+    """The snapshot a new row with these fields would have. Without a time of its own,
+    a proposed memory takes the proposal's when accepted (memory/review.py), so that an
+    agent's retry proposes the same state."""
+    return {"tags": [], "pinned": False, "session": "", **_snapshot_fields(fields)}
 
 
 def _propose(

@@ -1,7 +1,10 @@
 """A memory's state as history keeps it, and the check every reader of a stored state runs.
 
 History rows hold the state before and after a change as JSON (Memory.snapshot: `value`,
-`source`, `confidence`, `tags`, `pinned`; a rename's states also carry the `key`). The
+`source`, `confidence`, `tags`, `pinned`, `occurred_at` and `session`; a rename's states
+also carry the `key`). States stored before memories had a time and a session (issue 26)
+lack those two: they say nothing about them, so a restore leaves them as they are and a
+comparison with a live row ignores them (`same_state`). The
 database checks only that the states a change needs are there, not what they hold, and an
 import before issue 25 replayed other accounts' history without looking inside them. So
 nothing that reads a stored state (the working memory as of a past time, a restore, the
@@ -19,8 +22,12 @@ from lib.errors import ServiceError
 from lib.tags import TAG_PATTERN
 from memory.keys import parse_key
 from memory.models import MAX_TAGS, MAX_VALUE_LENGTH, Source
+from memory.occurrence import from_stored, session_problem, stored_problem
 
-SNAPSHOT_FIELDS = ("value", "source", "confidence", "tags", "pinned")
+# What every stored state holds, and what states stored since issue 26 hold too.
+REQUIRED_FIELDS = ("value", "source", "confidence", "tags", "pinned")
+LATER_FIELDS = ("occurred_at", "session")
+SNAPSHOT_FIELDS = REQUIRED_FIELDS + LATER_FIELDS
 # What PostgreSQL cannot keep in text or jsonb: NUL, and lone surrogates (not UTF-8).
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _TAG = re.compile(TAG_PATTERN)
@@ -32,7 +39,7 @@ def state_problem(state: object, *, renamed: bool = False) -> str:
     `renamed`: the state of a rename, which also names its key."""
     if not isinstance(state, dict):
         return "the stored state is not an object"
-    missing = [name for name in SNAPSHOT_FIELDS if name not in state]
+    missing = [name for name in REQUIRED_FIELDS if name not in state]
     if renamed and "key" not in state:
         missing.append("key")
     if missing:
@@ -46,6 +53,10 @@ def state_problem(state: object, *, renamed: bool = False) -> str:
         return problem
     if not isinstance(state["pinned"], bool):
         return "its 'pinned' is not true or false"
+    if "occurred_at" in state and (problem := stored_problem(state["occurred_at"])):
+        return problem
+    if "session" in state and (problem := session_problem(state["session"])):
+        return f"its session {problem}"
     if renamed:
         try:
             parse_key(state["key"])
@@ -55,8 +66,31 @@ def state_problem(state: object, *, renamed: bool = False) -> str:
 
 
 def state_fields(state: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a state that passed state_problem, as a write takes them."""
-    return {name: state[name] for name in SNAPSHOT_FIELDS}
+    """The fields of a state that passed state_problem, as a write takes them (an older
+    state without a time or a session leaves the row's as they are)."""
+    fields = {name: state[name] for name in SNAPSHOT_FIELDS if name in state}
+    if "occurred_at" in fields:
+        fields["occurred_at"] = from_stored(fields["occurred_at"])
+    return fields
+
+
+def same_state(current: dict[str, Any] | None, stored: dict[str, Any] | None) -> bool:
+    """Whether a live row's snapshot (None: no row) is the `stored` state (None: none).
+    What an older state does not hold (its time, its session) is not compared."""
+    if current is None or stored is None:
+        return current is None and stored is None
+    compared = {
+        name: value for name, value in current.items() if name in stored or name not in LATER_FIELDS
+    }
+    return _comparable(compared) == _comparable(stored)
+
+
+def _comparable(state: dict[str, Any]) -> dict[str, Any]:
+    """The state with its time as an instant: an imported state may write UTC as Z."""
+    moment = state.get("occurred_at")
+    if stored_problem(moment):
+        return state
+    return {**state, "occurred_at": from_stored(moment)}
 
 
 def _value_problem(value: object) -> str:

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from activity.models import ActivityEvent
 from memory.models import Memory, MemoryHistory
@@ -42,8 +43,12 @@ def test_create_memory_creates_then_replaces(call_tool, alice, alice_agent, alic
         "tags": ["work"],
         "pinned": False,
         "access_count": 0,
+        "session": "",
     }
     assert row["last_accessed_at"] is None
+    # Written without a time: it was said when it was written.
+    said, written = (parse_datetime(row[name]) for name in ("occurred_at", "created_at"))
+    assert abs(said - written) < timedelta(seconds=1)
 
     second = call_tool(
         alice_token,

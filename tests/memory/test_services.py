@@ -52,6 +52,8 @@ def test_upsert_creates_row_history_and_event(alice):
         "confidence": 1.0,
         "tags": ["drinks", "food"],
         "pinned": False,
+        "occurred_at": memory.occurred_at.isoformat(),  # written without one: now, in UTC
+        "session": "",
     }
     assert history.actor_user == alice
     assert history.memory == memory

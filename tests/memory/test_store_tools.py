@@ -28,7 +28,9 @@ def error(response):
 
 def stamp(user, key, when):
     """Set when a memory last changed (rows for reading tests; writes go through services)."""
-    Memory.objects.filter(user=user, key=key).update(updated_at=when, created_at=when)
+    Memory.objects.filter(user=user, key=key).update(
+        updated_at=when, created_at=when, occurred_at=when
+    )
 
 
 # --- memory_store ----------------------------------------------------------------------------
@@ -281,6 +283,8 @@ def test_memory_list_recent_lists_the_newest_ten_with_dates(
         "text": "fact number 11",
         "tags": ["n"],
         "source": "tp_extracted",
+        "occurred_at": "2026-03-12T09:00:00Z",
+        "session": "",
         "created_at": "2026-03-12T09:00:00Z",
         "updated_at": "2026-03-12T09:00:00Z",
     }

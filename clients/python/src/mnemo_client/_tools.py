@@ -276,6 +276,11 @@ class Memory(TypedDict):
     pinned: bool
     access_count: int
     last_accessed_at: str | None
+    # When what it says happened or was said (ISO 8601, UTC); for a memory written without one,
+    # when it was written.
+    occurred_at: str
+    # The conversation it came from; empty when none was given.
+    session: str
     created_at: str
     updated_at: str
 
@@ -437,6 +442,10 @@ class RecentMemory(TypedDict):
     text: str
     tags: list[str]
     source: MemorySourceEnum
+    # When what it says happened or was said (ISO 8601, UTC).
+    occurred_at: str
+    # The conversation it came from, or empty.
+    session: str
     created_at: str
     updated_at: str
 
@@ -746,6 +755,8 @@ class Tools:
         tags: list[str] | None = None,
         source: AgentSourceEnum | None = None,
         reason: str | None = None,
+        occurred_at: str | None = None,
+        session: str | None = None,
     ) -> CreateMemoryResult:
         """Remember something about the user.
 
@@ -757,7 +768,8 @@ class Tools:
         adds nothing (200, status duplicate, naming it), or if it adds something, becomes a
         proposal to update that one (202). Search before you write. Never store a credential
         (an API key, a password, a card number, …): 422 secret_refused, and nothing is
-        written.
+        written. occurred_at says when what it says happened or was said (default: now) and
+        session which conversation you are in.
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
@@ -772,6 +784,14 @@ class Tools:
             source: Where the memory came from. Agents write 'tp_extracted' (the default) or
             'document'; only the user states facts ('user_stated').
             reason: Why, in a sentence; shown to the user if the change waits for review.
+            occurred_at: When what the memory says happened or was said, in ISO 8601: a date
+            (2023-05-08, the start of that day) or a date-time (2023-05-08T13:56:00, with or
+            without Z or an offset such as +02:00). Without an offset it is the user's local
+            time (their timezone memory). Years 1900-2200; a planned event may be in the
+            future. Default: the time of writing.
+            session: The conversation you are in, up to 100 characters on one line (your
+            chat or thread id): memories written in one session form an episode, and search
+            brings them back together. Default: none.
 
         POST /api/v1/tools/create_memory
         """
@@ -784,6 +804,8 @@ class Tools:
                 "tags": tags,
                 "source": source,
                 "reason": reason,
+                "occurred_at": occurred_at,
+                "session": session,
             },
         )
 
@@ -1093,7 +1115,13 @@ class Tools:
         )
 
     def memory_store(
-        self, content: str, category: CategoryEnum, *, tags: list[str] | None = None
+        self,
+        content: str,
+        category: CategoryEnum,
+        *,
+        tags: list[str] | None = None,
+        occurred_at: str | None = None,
+        session: str | None = None,
     ) -> StoreResult:
         """Store something new, keyed by its content.
 
@@ -1104,7 +1132,9 @@ class Tools:
         adds to a near one, or the user reviews agents' new memories, it waits for the user
         (202, status pending_review, with the proposal). Use update_memory to change a
         memory you know the key of. A credential (an API key, a password, a card number, …)
-        is never stored: 422 secret_refused.
+        is never stored: 422 secret_refused. Pass occurred_at when what it says happened at
+        another time than now ("last Tuesday" as a date) and session to say which
+        conversation you are in.
 
         Args:
             content: What to remember, 1–2000 characters of plain text: one self-contained
@@ -1116,11 +1146,26 @@ class Tools:
             tags: Up to 20 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
             (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
             routine'.
+            occurred_at: When what the memory says happened or was said, in ISO 8601: a date
+            (2023-05-08, the start of that day) or a date-time (2023-05-08T13:56:00, with or
+            without Z or an offset such as +02:00). Without an offset it is the user's local
+            time (their timezone memory). Years 1900-2200; a planned event may be in the
+            future. Default: the time of writing.
+            session: The conversation you are in, up to 100 characters on one line (your
+            chat or thread id): memories written in one session form an episode, and search
+            brings them back together. Default: none.
 
         POST /api/v1/tools/memory_store
         """
         return self._post(
-            "/api/v1/tools/memory_store", {"content": content, "category": category, "tags": tags}
+            "/api/v1/tools/memory_store",
+            {
+                "content": content,
+                "category": category,
+                "tags": tags,
+                "occurred_at": occurred_at,
+                "session": session,
+            },
         )
 
     def memory_tree(
@@ -1260,13 +1305,16 @@ class Tools:
         tags: list[str] | None = None,
         pinned: bool | None = None,
         reason: str | None = None,
+        occurred_at: str | None = None,
+        session: str | None = None,
     ) -> UpdateResult:
         """Change an existing memory.
 
-        Change the value, confidence, tags or pinned flag of a memory that exists; 404 if
-        there is none. Give at least one of them. A change to a memory the user stated waits
-        for their review: 202, status pending_review, with the proposal (list_proposals
-        tells you what became of it).
+        Change the value, confidence, tags, pinned flag, occurred_at or session of a memory
+        that exists; 404 if there is none. Give at least one of them; what you leave out
+        stays as it is. A change to a memory the user stated (its time or session included)
+        waits for their review: 202, status pending_review, with the proposal
+        (list_proposals tells you what became of it).
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
@@ -1280,6 +1328,14 @@ class Tools:
             routine'.
             pinned: Pinned entries come first in working memory.
             reason: Why, in a sentence; shown to the user if the change waits for review.
+            occurred_at: When what the memory says happened or was said, in ISO 8601: a date
+            (2023-05-08, the start of that day) or a date-time (2023-05-08T13:56:00, with or
+            without Z or an offset such as +02:00). Without an offset it is the user's local
+            time (their timezone memory). Years 1900-2200; a planned event may be in the
+            future. Default: the time of writing.
+            session: The conversation you are in, up to 100 characters on one line (your
+            chat or thread id): memories written in one session form an episode, and search
+            brings them back together. Default: none.
 
         POST /api/v1/tools/update_memory
         """
@@ -1292,6 +1348,8 @@ class Tools:
                 "tags": tags,
                 "pinned": pinned,
                 "reason": reason,
+                "occurred_at": occurred_at,
+                "session": session,
             },
         )
 
