@@ -1,7 +1,8 @@
 """A memory's state as history keeps it, and the check every reader of a stored state runs.
 
 History rows hold the state before and after a change as JSON (Memory.snapshot: `value`,
-`source`, `confidence`, `tags`, `pinned`; a rename's states also carry the `key`). The
+`source`, `confidence`, `tags`, `pinned`; a rename's states also carry the `key`, a merge's
+`after` the note it merged, `merged`). The
 database checks only that the states a change needs are there, not what they hold, and an
 import before issue 25 replayed other accounts' history without looking inside them. So
 nothing that reads a stored state (the working memory as of a past time, a restore, the
@@ -52,6 +53,16 @@ def state_problem(state: object, *, renamed: bool = False) -> str:
         except ServiceError as error:
             return f"its key is not valid ({error.message})"
     return ""
+
+
+def merged_problem(state: object) -> str:
+    """Why the state a merge left (HistoryAction.MERGE: the memory's state, and under
+    "merged" the note merged into it, {"value": its text}) holds no readable note ("" when
+    it holds one). The state itself is checked by state_problem."""
+    note = state.get("merged") if isinstance(state, dict) else None
+    if not isinstance(note, dict) or "value" not in note:
+        return "the merged note is not an object with a value"
+    return _value_problem(note["value"])
 
 
 def state_fields(state: dict[str, Any]) -> dict[str, Any]:
