@@ -46,13 +46,17 @@ def main() -> None:
 
 
 def run() -> None:
+    from django.utils import timezone
+
     import memory.search as memory_search
     from activity.actors import Actor
     from memory.models import Memory
+    from memory.selectors import user_zone
     from memory.services import memory_upsert
     from search import fusion, ranking
     from search.embeddings import get_embedder
     from search.indexing import embed_rows, rows_needing_vectors
+    from search.periods import find_period, without_period
     from search.registry import sources
 
     # Beside the repository, or beside the worktrees' folder (a git worktree one level down).
@@ -125,7 +129,11 @@ def run() -> None:
     memory_search.fuse = cached_fuse
 
     def ask(user, query: str) -> list[str]:
-        vector = vector_of(query, memory_search.MEMORY_ROLE)
+        embedded = query
+        if options["embed_without_period"]:
+            period = find_period(query, now=timezone.now(), zone=user_zone(user))
+            embedded = without_period(query, period)
+        vector = vector_of(embedded, memory_search.MEMORY_ROLE)
         ranked = memory_search.rank_memories(user=user, query=query, vector=vector, limit=10)
         keys = dict(Memory.objects.filter(pk__in=[r.pk for r in ranked]).values_list("pk", "key"))
         return [keys[r.pk] for r in ranked]
@@ -165,6 +173,7 @@ def run() -> None:
 
     model = get_embedder(memory_search.MEMORY_ROLE).model.split("+")[0]
     e5 = fusion.CALIBRATED_FLOORS[model]
+    options = {"embed_without_period": False}
     grid = {
         "span": [0.10],
         "raise": [0.025],
@@ -172,21 +181,40 @@ def run() -> None:
         "pull": [0.0, 0.3],
         "hits": [3],
         "strong": [0.5],
+        "strip": [0],  # 1: the vector side embeds the query without its period too
     }
-    for arguments in sys.argv[1:]:
-        name, values = arguments.split("=")
-        grid[name] = [float(value) for value in values.split(",")]
-    for values in itertools.product(*grid.values()):
-        chosen = dict(zip(grid, values, strict=True))
-        fusion.CALIBRATED_FLOORS[model] = fusion.Floor(
-            query=e5.query, row=e5.row, strong=e5.row + chosen["span"] if chosen["span"] else None
-        )
-        fusion.SHORT_RAISE = chosen["raise"]
-        memory_search.PERIOD_BONUS = chosen["bonus"]
-        ranking.EPISODE_PULL = chosen["pull"]
-        ranking.STRONG_HITS = int(chosen["hits"])
-        ranking.STRONG_SCORE = chosen["strong"]
-        evaluate(" ".join(f"{k}={v:g}" for k, v in chosen.items()))
+
+    def run_grid(grid: dict[str, list[float]], queue: list[str]) -> None:
+        grid = dict(grid)
+        for arguments in queue:
+            name, values = arguments.split("=")
+            grid[name] = [float(value) for value in values.split(",")]
+        for values in itertools.product(*grid.values()):
+            chosen = dict(zip(grid, values, strict=True))
+            fusion.CALIBRATED_FLOORS[model] = fusion.Floor(
+                query=e5.query,
+                row=e5.row,
+                strong=e5.row + chosen["span"] if chosen["span"] else None,
+            )
+            fusion.SHORT_RAISE = chosen["raise"]
+            memory_search.PERIOD_BONUS = chosen["bonus"]
+            ranking.EPISODE_PULL = chosen["pull"]
+            ranking.STRONG_HITS = int(chosen["hits"])
+            ranking.STRONG_SCORE = chosen["strong"]
+            options["embed_without_period"] = bool(chosen["strip"])
+            evaluate(" ".join(f"{k}={v:g}" for k, v in chosen.items()))
+
+    queue = [argument for argument in sys.argv[1:] if "=" in argument]
+    follow = next((Path(a) for a in sys.argv[1:] if "=" not in a), None)
+    done = 0
+    while True:
+        run_grid(grid, queue)
+        if follow is None:
+            return
+        # More grids, one a line, appended to the file named on the command line.
+        while len(lines := follow.read_text().splitlines()) <= done:
+            time.sleep(1)
+        queue, done = lines[done].split(), done + 1
 
 
 if __name__ == "__main__":

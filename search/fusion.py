@@ -1,16 +1,20 @@
 """Fusing the keyword and vector sides into one score, and the relevance floor.
 
 Score-normalised blending (measured against weighted reciprocal-rank fusion on the
-development data: bench/README.md): each side's scores are brought to [0, 1] among that
-side's candidates, so a side that is sure of its best row says so with a wide gap, which
-rank fusion throws away:
+development data: bench/README.md): each side's scores are brought to [0, 1], so a side
+that is sure of its best row says so with a wide gap, which rank fusion throws away:
 
 - keyword: BM25 / the best BM25 of the query (search/keyword.py);
-- vector: (similarity - zero) / (best - zero), where zero is the model's row floor (below
-  it a row is no meaning match), or the lowest candidate's similarity for a model with no
-  calibrated floor. Anchoring at the floor rather than at the lowest candidate keeps a good
-  match's score when a user has only a few rows (measured alike on the development data:
-  R@10 .705 against .704).
+- vector, for a model with a calibrated meaning scale (`Floor.strong`): (similarity -
+  row floor) / (strong - row floor), clamped to [0, 1]. The scale is fixed, not stretched
+  per query, so a weak best candidate stays weak: "tea" against a profile that never
+  mentions it no longer puts `timezone` first at 0.70 (issue 26). For a model with no
+  calibrated scale, (similarity - zero) / (best - zero), zero being its row floor or the
+  lowest candidate's similarity;
+- a row the keyword side found that has no vector by the query's model yet (written a
+  moment ago, its embedding pending) counts its coverage as its meaning score: a row
+  holding every word of the query is not outranked by a weak meaning-only neighbour while
+  it waits for its vector.
 
 fused = vector_weight * vector + keyword_weight * keyword, the weights in settings
 (MNEMO_SEARCH_VECTOR_WEIGHT, MNEMO_SEARCH_KEYWORD_WEIGHT). A row among one side's
@@ -19,11 +23,15 @@ candidates only scores 0 on the other.
 The floor (`Floor`, calibrated per embedding model, search/embeddings.py): a query that
 matches nothing in words and little in meaning returns nothing. Cosine similarity has no
 absolute meaning across models (e5 puts unrelated texts at 0.78, WordLlama at 0.2), so each
-model carries two numbers measured on the development data:
+model carries numbers measured on the development data:
 
 - `query`: below it, the best row's similarity alone does not make the query answerable;
   then only a row that shares at least MIN_COVERAGE of the query's word weight (IDF) does;
-- `row`: a row below it is not a meaning match at all (it can still match by words).
+- `row`: a row below it is not a meaning match at all (it can still match by words);
+- `strong`: the similarity of a strong match, where the meaning score reaches 1.
+
+A short query is nearer to everything (`floor_for_query`): each word short of SHORT_WORDS
+raises all three by SHORT_RAISE.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ WORDS_ONLY = Floor(query=2.0, row=2.0)
 # `strong`: the row floor plus SPAN (below).
 CALIBRATED_FLOORS = {
     E5_MODEL_ID: Floor(query=0.82, row=0.78, strong=0.78 + 0.10),
-    WORDLLAMA_MODEL_ID: Floor(query=0.25, row=0.20, strong=0.20 + 0.40),
+    WORDLLAMA_MODEL_ID: Floor(query=0.25, row=0.20),  # no strong match measured: spread
 }
 
 # Short queries sit closer to everything: e5 puts a one-word query 0.82-0.86 from the

@@ -140,7 +140,7 @@ def episode_lift(scores: dict[int, float], group: dict[int, str]) -> dict[int, f
 # it. Calibration: bench/README.md, "Time and conversations".
 STRONG_HITS = 3
 STRONG_SCORE = 0.5
-EPISODE_PULL = 0.3
+EPISODE_PULL = 0.5
 
 
 # --- the two sides and their fusion ------------------------------------------------------
