@@ -4,15 +4,23 @@ Measures what ../shared/eval/README.md defines, on a throwaway stack (embedded P
 Valkey, gunicorn as `make run` starts it, two Celery workers embedding as in production):
 
 * every observation fact of the conversations written as one `fact` memory of the
-  conversation's user through `create_memory`, in session order, and the embedding
-  throughput: from the first write until every row has a vector by the current model;
+  conversation's user through `create_memory`, in session order, with its `session`
+  (session-N) and `occurred_at` (that session's date), with the shipped defaults (near
+  duplicates merged, agents' notes stored): how many writes were held (202) or merged
+  (200 duplicate), a merged or held fact crediting the memory it went to; and the
+  embedding throughput: from the first write until every row has a vector by the current
+  model;
 * every question of categories 1-4 with evidence asked through `search_memory` (limit 10)
   under the user's agent token: R@5 and R@10 overall and per category, then every question
   asked again (each search is a use, so access counts have grown) and R@10 compared;
 * search_memory latency over both passes (client side, and the server's own when the
   response carries a Server-Timing header);
 * nonsense queries, unrelated to the conversations, against every user: the share that
-  return nothing.
+  return nothing;
+* the short-query set (bench/short_queries.py) against one more user holding its profile:
+  the share of unrelated one- and two-word queries that return nothing, the related ones
+  whose row comes first, and the exact-words queries whose row comes first, with its
+  vector and again after the vectors are taken away (as if just written).
 
 The dialog ids of each fact stay in this script's bookkeeping (memory key -> dialog ids);
 the memories hold only the fact's text. A benchmark reports, it does not gate: the exit
@@ -495,7 +503,10 @@ def report_writes(
     )
     for sample in writes.errors[:3]:
         print(f"    {sample}")
-    print(f"  keys       {missing_keys(conversations)} of the bookkeeping's keys not found as rows")
+    print(
+        f"  keys       {missing_keys(conversations)} of the bookkeeping's keys not found as rows "
+        f"({writes.statuses[202] + writes.duplicates} writes held or merged)"
+    )
     if embedded_after is None:
         _, embedded = vector_counts(model)
         print(f"  embedded   NOT all: {embedded} of {writes.ok} after {EMBED_DEADLINE_S:g} s")

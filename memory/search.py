@@ -25,6 +25,7 @@ import datetime
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.utils import timezone
@@ -34,7 +35,7 @@ from memory.selectors import memory_list, user_zone
 from memory.services import memory_count_uses
 from search.fusion import floor_for_query
 from search.models import SearchTool
-from search.periods import find_period, without_period
+from search.periods import Period, find_period, without_period
 from search.ranking import (
     Floor,
     Ranks,
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
     from search.ranking import QueryVector
+
+UTC = ZoneInfo("UTC")
 
 # The embedder_role of the memory source (memory/apps.py registers it).
 MEMORY_ROLE = "memories"
@@ -124,7 +127,7 @@ def rank_memories(
     if tags:
         rows = rows.filter(tags__contains=[tag.lower() for tag in tags])
     now = timezone.now()
-    period = find_period(query, now=now, zone=user_zone(user))
+    period = _named_period(user, query, now)
     # Each side also reads what the ranking needs, so no candidate is fetched again.
     fused, (updated_at, access_count, source, occurred_at, session) = fuse(
         rows,
@@ -153,6 +156,15 @@ def rank_memories(
     ranked = [replace(row, score=lifted[row.pk]) for row in ranked]
     ranked.sort(key=lambda row: (-row.score, row.pk))
     return ranked[:limit]
+
+
+def _named_period(user: AbstractBaseUser, query: str, now: datetime.datetime) -> Period | None:
+    """The period the query names, in the user's time zone. Whether a query names one does
+    not depend on the zone (only where its bounds fall), so the zone, one more statement,
+    is read only for a query that names one."""
+    if find_period(query, now=now, zone=UTC) is None:
+        return None
+    return find_period(query, now=now, zone=user_zone(user))
 
 
 def _clears_age_bar(ranks: Ranks, age: datetime.timedelta, floor: Floor) -> bool:
