@@ -8,8 +8,9 @@ that is sure of its best row says so with a wide gap, which rank fusion throws a
 - vector, for a model with a calibrated meaning scale (`Floor.strong`): (similarity -
   row floor) / (strong - row floor), clamped to [0, 1]. The scale is fixed, not stretched
   per query, so a weak best candidate stays weak: "tea" against a profile that never
-  mentions it no longer puts `timezone` first at 0.70 (issue 26). For a model with no
-  calibrated scale, (similarity - zero) / (best - zero), zero being its row floor or the
+  mentions it no longer puts `timezone` first at 0.70 (issue 26). What came closest (the
+  page's "show the closest", without the floor) is relative and spreads as below. For a
+  model with no calibrated scale, (similarity - zero) / (best - zero), zero being its row floor or the
   lowest candidate's similarity;
 - a row the keyword side found that has no vector by the query's model yet (written a
   moment ago, its embedding pending) counts its coverage as its meaning score: a row
@@ -37,7 +38,7 @@ raises all three by SHORT_RAISE.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -166,7 +167,9 @@ def fuse(
         return {}
     vectors = [row for row in vector_rows if not enforce_floor or row.similarity >= floor.row]
     best_keyword = max((row.score for row in keyword_rows), default=0.0)
-    scale = _meaning_scale(floor, [row.similarity for row in vector_rows])
+    # What was closest is relative: below the floor a fixed scale would score every row 0.
+    scaled = floor if enforce_floor else replace(floor, strong=None)
+    scale = _meaning_scale(scaled, [row.similarity for row in vector_rows])
     keyword = {row.pk: (rank, row) for rank, row in enumerate(keyword_rows, start=1)}
     vector = {row.pk: (rank, row) for rank, row in enumerate(vectors, start=1)}
     fused: dict[int, Ranks] = {}

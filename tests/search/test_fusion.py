@@ -126,3 +126,13 @@ def test_a_row_waiting_for_its_vector_stands_on_its_coverage():
     assert (fused[1].vector, fused[1].fused) == (1.0, pytest.approx(1.0))
     # Once embedded and not near, it is only a word match.
     assert list(fuse(keyword, vector, floor=E5_FLOOR, **WEIGHTS)) == [2, 1]
+
+
+def test_what_came_closest_is_ordered_by_meaning_below_a_calibrated_floor():
+    """The page's "show the closest": nothing clears the floor, and the fixed scale would
+    score every row 0; what was closest is relative, so it spreads as before."""
+    vector = [VectorRow(pk, similarity=0.77 - pk / 100) for pk in range(1, 6)]
+    assert fuse([], vector, floor=E5_FLOOR, **WEIGHTS) == {}
+    closest = fuse([], vector, floor=E5_FLOOR, enforce_floor=False, **WEIGHTS)
+    assert list(closest) == [1, 2, 3, 4, 5]
+    assert closest[1].vector == 1.0 > closest[2].vector > closest[5].vector == 0.0
