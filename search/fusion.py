@@ -10,8 +10,8 @@ that is sure of its best row says so with a wide gap, which rank fusion throws a
   per query, so a weak best candidate stays weak: "tea" against a profile that never
   mentions it no longer puts `timezone` first at 0.70 (issue 26). What came closest (the
   page's "show the closest", without the floor) is relative and spreads as below. For a
-  model with no calibrated scale, (similarity - zero) / (best - zero), zero being its row floor or the
-  lowest candidate's similarity;
+  model with no calibrated scale, (similarity - zero) / (best - zero), zero being its row
+  floor or the lowest candidate's similarity;
 - a row the keyword side found that has no vector by the query's model yet (written a
   moment ago, its embedding pending) counts its coverage as its meaning score: a row
   holding every word of the query is not outranked by a weak meaning-only neighbour while
