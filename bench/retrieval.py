@@ -836,6 +836,18 @@ def app_stack(data_dir: Path, valkey: Valkey) -> Iterator[tuple[Server, Workers]
         yield server, workers
 
 
+def run_short_only(data_dir: Path, valkey: Valkey) -> int:
+    """The short-query set alone (a quick look after changing the floor)."""
+    model = current_model()
+    with app_stack(data_dir, valkey) as (server, _workers):
+        profile_token = new_agent(PROFILE_USER)[2]
+        write_profile(server.port, profile_token)
+        if wait_for_vectors(model, time.perf_counter()) is None:
+            print("\nshort queries: NOT all of the profile's rows were embedded in time")
+        report_short_queries(run_short_queries(server.port, PROFILE_USER, profile_token))
+    return 0
+
+
 def run(conversations: list[Conversation], data_dir: Path, valkey: Valkey) -> int:
     model = current_model()
     print(f"embedder   {model} (the current model: rows count as embedded by it)")
@@ -891,6 +903,9 @@ def parse_args() -> argparse.Namespace:
         help=f"the LoCoMo file (default {DEFAULT_DATA.relative_to(ROOT.parent)} beside the repo)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the data dir for inspection")
+    parser.add_argument(
+        "--short-only", action="store_true", help="only the short-query set (no LoCoMo run)"
+    )
     args = parser.parse_args()
     if not args.data.is_file():
         parser.error(
@@ -915,8 +930,11 @@ def main() -> int:
     try:
         with Valkey(data_dir) as valkey:
             setup_django()
-            seed_users(conversations)
-            code = run(conversations, data_dir, valkey)
+            if args.short_only:
+                code = run_short_only(data_dir, valkey)
+            else:
+                seed_users(conversations)
+                code = run(conversations, data_dir, valkey)
     except ServerFailed as error:
         print(f"SERVER FAILED: {error}")
         print_logs(data_dir)

@@ -89,18 +89,24 @@ CALIBRATED_FLOORS = {
 # nearest row of a profile that never mentions it, a two-word one 0.80-0.84, a question of
 # several words 0.78-0.84 (bench/short_queries.py, bench/README.md "Short queries"). Each
 # word short of SHORT_WORDS raises the floor by SHORT_RAISE: a one-word query needs 0.87,
-# a two-word one 0.845, more words the floor above.
+# a two-word one 0.845, more words the floor above; a short query's rows need as much.
 SHORT_WORDS = 3
 SHORT_RAISE = 0.025
 
 
 def floor_for_query(floor: Floor, query: str) -> Floor:
     """The model's floor for this query: raised for a query of fewer than SHORT_WORDS
-    words, for a model with a calibrated meaning scale (`strong`)."""
+    words, for a model with a calibrated meaning scale (`strong`). For such a query the
+    row floor is its query floor too: the rows between the two are unrelated ones, so a
+    short query answered by a word ("oat milk") does not bring the profile along."""
     if floor.strong is None:
         return floor
-    words = len(WORD.findall(query))
-    return floor.raised(SHORT_RAISE * max(SHORT_WORDS - max(words, 1), 0))
+    short = max(SHORT_WORDS - len(WORD.findall(query)), 0)
+    if not short:
+        return floor
+    raised = floor.raised(SHORT_RAISE * min(short, SHORT_WORDS - 1))
+    span = floor.strong - floor.row
+    return Floor(query=raised.query, row=raised.query, strong=raised.query + span)
 
 
 WORD = re.compile(r"\w+")

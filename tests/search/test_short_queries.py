@@ -39,6 +39,12 @@ def test_related_short_queries_return_their_row_first(profile):
         assert keys(search_memory(user=profile, query=query))[:1] == [RELATED[query]], query
 
 
+def test_a_short_query_answered_by_a_word_does_not_bring_the_profile_along(profile):
+    """ "fishing trip" is answered by "fish" (eats fish); the profile's other rows are no
+    nearer to it than unrelated rows are to any two-word query."""
+    assert keys(search_memory(user=profile, query="fishing trip")) == ["preference:diet"]
+
+
 def test_a_query_of_a_rows_own_words_returns_it_first_with_or_without_its_vector(profile):
     for query, key in EXACT.items():
         assert keys(search_memory(user=profile, query=query))[:1] == [key], query
