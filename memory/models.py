@@ -138,6 +138,11 @@ class HistoryAction(models.TextChoices):
     DELETE = "delete", "Deleted"
     RESTORE = "restore", "Restored"
     RENAME = "rename", "Renamed"  # before and after carry "key": the old and the new
+    # An agent's new note that said what this memory says already (memory/services.py
+    # _merge_note): the memory is left as it was, and the note is kept here rather than
+    # lost. before and after are the memory's state; after also carries "merged": the
+    # note, {"value": its text}. Who said it is the row's actor.
+    MERGE = "merge", "Merged a note"
 
 
 class MemoryHistory(ActorMixin):
@@ -187,6 +192,7 @@ class MemoryHistory(ActorMixin):
                         after__isnull=False,
                     )
                     | Q(action=HistoryAction.RENAME, before__isnull=False, after__isnull=False)
+                    | Q(action=HistoryAction.MERGE, before__isnull=False, after__has_key="merged")
                 ),
                 name="history_states_match_action",
             ),
@@ -314,3 +320,31 @@ class MemoryProposal(ActorMixin):
     @property
     def is_pending(self) -> bool:
         return self.status == ProposalStatus.PENDING
+
+
+class LookAlikeDismissal(models.Model):
+    """Agents' notes the user was shown as look-alikes and chose to leave as they are
+    (memory/look_alike.py): a group made only of these notes is not suggested again, while
+    a new look-alike note joining them brings the group back."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="look_alike_dismissals"
+    )
+    # Ids rather than foreign keys: a note deleted since simply no longer matches.
+    memory_ids = ArrayField(models.BigIntegerField())
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "user_context_look_alike_dismissal"
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user", "-created_at"], name="look_alike_dismissal_user"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(memory_ids__len__gte=2), name="look_alike_dismissal_group"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{len(self.memory_ids)} notes left apart"

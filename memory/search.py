@@ -23,20 +23,24 @@ from __future__ import annotations
 
 import datetime
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.utils import timezone
 
 from memory.models import Memory, Source
-from memory.selectors import memory_list
+from memory.selectors import memory_list, user_zone
 from memory.services import memory_count_uses
+from search.fusion import floor_for_query
 from search.models import SearchTool
+from search.periods import Period, find_period, without_period
 from search.ranking import (
     Floor,
     Ranks,
     check_query,
+    episode_lift,
     floor_for,
     freshness,
     fuse,
@@ -50,8 +54,14 @@ if TYPE_CHECKING:
 
     from search.ranking import QueryVector
 
+UTC = ZoneInfo("UTC")
+
 # The embedder_role of the memory source (memory/apps.py registers it).
 MEMORY_ROLE = "memories"
+
+# A memory whose occurred_at falls in the period the query names scores this much more
+# (a factor 1 + PERIOD_BONUS). Calibration: bench/README.md, "Time and conversations".
+PERIOD_BONUS = 0.2
 
 
 @dataclass(frozen=True)
@@ -116,12 +126,22 @@ def rank_memories(
     rows = memory_list(user=user, kind=kind)
     if tags:
         rows = rows.filter(tags__contains=[tag.lower() for tag in tags])
-    # Each side also reads what the ranking needs, so no candidate is fetched again.
-    fused, (updated_at, access_count, source) = fuse(
-        rows, query, vector, "updated_at", "access_count", "source", closest=closest
-    )
     now = timezone.now()
-    floor = floor_for(vector)
+    period = _named_period(user, query, now)
+    # Each side also reads what the ranking needs, so no candidate is fetched again.
+    fused, (updated_at, access_count, source, occurred_at, session) = fuse(
+        rows,
+        query,
+        vector,
+        "updated_at",
+        "access_count",
+        "source",
+        "occurred_at",
+        "session",
+        closest=closest,
+        keyword_query=without_period(query, period) if period else None,
+    )
+    floor = floor_for_query(floor_for(vector), query)
     ranked = []
     for pk, ranks in fused.items():
         stated = source[pk] == Source.USER_STATED
@@ -129,9 +149,22 @@ def rank_memories(
             continue
         fresh = freshness(now - updated_at[pk], fades=not stated)
         use = use_factor(access_count[pk])
-        ranked.append(RankedMemory(pk, ranks.fused * fresh * use, ranks, fresh, use))
+        dated = period is not None and period.start <= occurred_at[pk] < period.end
+        score = ranks.fused * fresh * use * (1 + PERIOD_BONUS * dated)
+        ranked.append(RankedMemory(pk, score, ranks, fresh, use))
+    lifted = episode_lift({row.pk: row.score for row in ranked}, session)
+    ranked = [replace(row, score=lifted[row.pk]) for row in ranked]
     ranked.sort(key=lambda row: (-row.score, row.pk))
     return ranked[:limit]
+
+
+def _named_period(user: AbstractBaseUser, query: str, now: datetime.datetime) -> Period | None:
+    """The period the query names, in the user's time zone. Whether a query names one does
+    not depend on the zone (only where its bounds fall), so the zone, one more statement,
+    is read only for a query that names one."""
+    if find_period(query, now=now, zone=UTC) is None:
+        return None
+    return find_period(query, now=now, zone=user_zone(user))
 
 
 def _clears_age_bar(ranks: Ranks, age: datetime.timedelta, floor: Floor) -> bool:

@@ -130,11 +130,13 @@ def memory_history_for_key(
 
 
 def memory_agent_names(*, user: AbstractBaseUser, keys: Iterable[str]) -> dict[str, str]:
-    """For each key, the name of the agent that last wrote it (keys no agent wrote are absent)."""
+    """For each key, the name of the agent that last wrote it (keys no agent wrote are absent).
+    An agent whose note was merged into it (HistoryAction.MERGE) only said it again."""
     rows = (
         MemoryHistory.objects.filter(
             user=user, key__in=list(keys), actor_type=ActorKind.AGENT, actor_agent__isnull=False
         )
+        .exclude(action=HistoryAction.MERGE)
         .order_by("key", "-created_at", "-id")
         .distinct("key")
         .values_list("key", "actor_agent__name")
@@ -242,10 +244,12 @@ def memory_states_as_of(*, user: AbstractBaseUser, as_of: datetime) -> StatesAsO
 
     Uses are not historical: history keeps no access count or last access, so a state's
     recency is `changed_at`, the time of that change. Tags are left out (the working
-    memory does not show them). One query, in key order.
+    memory does not show them). A merge changed no state (HistoryAction.MERGE), so it is
+    not the change that left one. One query, in key order.
     """
     rows = (
         MemoryHistory.objects.filter(user=user, created_at__lte=as_of)
+        .exclude(action=HistoryAction.MERGE)
         .annotate(
             created_id=Window(Max("id", filter=Q(before__isnull=True)), partition_by=[F("key")])
         )

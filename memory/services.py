@@ -26,7 +26,7 @@ from lib.credentials import Credential, find_credential, refuse_credentials
 from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused, NotFound, ServiceError
 from lib.search_fields import SEARCH_COLUMNS
 from lib.tags import clean_tags
-from memory.duplicates import NearMatch, find_near_duplicate
+from memory.duplicates import find_near_duplicate
 from memory.keys import ENTRY_KINDS, SLUG_PATTERN, KeyFamily, parse_key
 from memory.models import (
     MAX_REASON_LENGTH,
@@ -43,7 +43,13 @@ from memory.models import (
 )
 from memory.occurrence import as_stored, clean_session, parse_occurred_at
 from memory.selectors import user_zone
-from memory.snapshots import SNAPSHOT_FIELDS, same_state, state_fields, state_problem
+from memory.snapshots import (
+    SNAPSHOT_FIELDS,
+    merged_problem,
+    same_state,
+    state_fields,
+    state_problem,
+)
 from profiles.models import Profile
 from profiles.services import MEMORY_PAUSED_MESSAGE
 from search.indexing import request_embedding
@@ -111,14 +117,19 @@ class ReviewRequired(ServiceError):
 
 
 class DuplicateMemory(ServiceError):
-    """An agent's new memory says what `existing` already says; nothing was added."""
+    """An agent's new memory says what `existing` already says: no row was added, and the
+    note is kept in `existing`'s history as `history`, a merge (None when the same agent
+    had said it there already)."""
 
     code = "duplicate"
 
-    def __init__(self, existing: Memory, similarity: float) -> None:
+    def __init__(
+        self, existing: Memory, similarity: float, history: MemoryHistory | None = None
+    ) -> None:
         super().__init__(f"'{existing.key}' already says this; nothing was added.", field="value")
         self.existing = existing
         self.similarity = similarity
+        self.history = history
 
 
 def memory_upsert(
@@ -149,11 +160,13 @@ def memory_upsert(
 
     Except that the user is in charge. For an agent (or the system): a change of a
     user-stated memory, and a new memory while the user reviews agents' new memories,
-    raise ReviewRequired with the proposal made instead; a new entry that another of its
-    kind already says raises DuplicateMemory, or ReviewRequired with a proposal to update
-    that one when it adds something (memory/duplicates.py). `reason` is shown to the user
-    beside a proposal. `turn`, the reported turn it was learned from, is linked from the
-    row (or from the proposal made instead).
+    raise ReviewRequired with the proposal made instead. A new entry near one of its kind
+    (memory/duplicates.py) that adds nothing to it raises DuplicateMemory, its text kept in
+    that one's history; one that adds something is stored as its own row, unless it would
+    change what the user stated (or the user reviews agents' new memories): then
+    ReviewRequired with a proposal to update that one (_near_entry). `reason` is shown to
+    the user beside a proposal. `turn`, the reported turn it was learned from, is linked
+    from the row (or from the proposal made instead).
     """
     _refuse_credentials(actor, key=key, value=value, tags=tags, reason=reason, session=session)
     parsed = parse_key(key)
@@ -172,8 +185,6 @@ def memory_upsert(
         fields["pinned"] = pinned
     _link_turn(fields, turn)
     reason = _clean_reason(reason)
-    if actor.kind != ActorKind.USER and parsed.family == KeyFamily.ENTRY:
-        _check_new_entry(user, key, fields, actor, reason)
     return _write(
         user=user,
         key=key,
@@ -182,6 +193,17 @@ def memory_upsert(
         action=HistoryAction.UPDATE,
         reason=reason,
         unless_changed_since=unless_changed_since,
+        near_check=_checks_near(actor, parsed.family),
+    )
+
+
+def _checks_near(actor: Actor, family: KeyFamily) -> bool:
+    """Whether a new key of this write is first compared with the entries of its kind:
+    an agent's (or the system's) entry, while near-duplicates are merged."""
+    return (
+        actor.kind != ActorKind.USER
+        and family == KeyFamily.ENTRY
+        and settings.MNEMO_MERGE_NEAR_DUPLICATES
     )
 
 
@@ -191,48 +213,6 @@ def _link_turn(fields: dict[str, Any], turn: Turn | None) -> None:
     snapshot, so history and the review gate never compare it."""
     if turn is not None:
         fields["turn"] = turn
-
-
-def _check_new_entry(
-    user: AbstractBaseUser, key: str, fields: dict[str, Any], actor: Actor, reason: str
-) -> None:
-    """For an agent's entry under a key the user does not have yet: DuplicateMemory, or
-    ReviewRequired with a merge proposal, when one of its kind is near."""
-    match = find_near_duplicate(user=user, key=key, value=fields["value"])
-    if match is None:
-        return
-    if not match.adds_something:
-        raise DuplicateMemory(match.memory, match.similarity)
-    raise ReviewRequired(_propose_merge(user, key, fields, actor, reason, match))
-
-
-def _propose_merge(
-    user: AbstractBaseUser,
-    key: str,
-    fields: dict[str, Any],
-    actor: Actor,
-    reason: str,
-    match: NearMatch,
-) -> MemoryProposal:
-    """Propose the new text as the near entry's value; accepting may also keep both."""
-    with transaction.atomic():
-        memory, _ = _locked(user, match.memory.key, actor)
-        if memory is None:  # deleted meanwhile: then the proposal is to add it
-            return _propose_new(user, key, fields, actor, reason)
-        before = memory.snapshot()
-        after = {**before, **_snapshot_fields(fields)}
-        return _propose(
-            user,
-            memory.key,
-            actor,
-            ProposalAction.UPDATE,
-            ProposalTrigger.NEAR_DUPLICATE,
-            before=before,
-            after=after,
-            reason=reason,
-            requested_key=key,
-            turn=fields.get("turn"),
-        )
 
 
 def memory_clean(
@@ -484,9 +464,11 @@ def _add_entry(
     *,
     typed: bool,
     reason: str = "",
+    near_check: bool = False,
 ) -> MemoryWrite:
     """Write a new entry under the first of `keys` still free: adding never replaces. A
-    typed key that is taken is a Conflict; a derived one moves on to the next number."""
+    typed key that is taken is a Conflict; a derived one moves on to the next number.
+    `near_check`: compared first with the entries of its kind (_near_entry)."""
     for key in keys:
         try:
             return _write(
@@ -497,6 +479,7 @@ def _add_entry(
                 action=HistoryAction.CREATE,
                 only_new=True,
                 reason=reason,
+                near_check=near_check,
             )
         except Conflict:
             if typed:
@@ -512,10 +495,10 @@ FALLBACK_SLUG = "note"
 class StoreResult:
     """What memory_store did.
 
-    `status` is created, duplicate (an entry of the kind says it already: nothing added),
-    unchanged (this text is stored under a key made from it already) or pending_review
-    (`proposal` waits for the user). `key` is the memory written, the one that already says
-    it, or the one the proposal would add or change.
+    `status` is created, duplicate (an entry of the kind says it already: no row added, the
+    text kept in that entry's history), unchanged (this text is stored under a key made
+    from it already) or pending_review (`proposal` waits for the user). `key` is the memory
+    written, the one that already says it, or the one the proposal would add or change.
     """
 
     status: str
@@ -544,10 +527,11 @@ def memory_store(
     The memory_store tool and learning/capture.py come here. Adding never replaces: the key
     is `kind:<its first words>`, numbered when the user has that key already. For anyone
     but the user, a new entry meets memory_upsert's rules: one of its kind that already says
-    it makes this a duplicate, one it adds to gets a proposal to update it instead
-    (memory/duplicates.py), and while the user reviews agents' new memories it waits as a
-    proposal to add it. Refusals (bad text or tags, a credential, memory paused) raise
-    ServiceError. `occurred_at` and `session` as memory_upsert's.
+    it makes this a duplicate (merged into that one's history), one that adds to a memory
+    the user stated gets a proposal to update it instead, one that adds to an agent's note
+    is stored beside it (memory/duplicates.py, _near_entry), and while the user reviews
+    agents' new memories it waits as a proposal. Refusals (bad text or tags, a credential,
+    memory paused) raise ServiceError. `occurred_at` and `session` as memory_upsert's.
     """
     _refuse_credentials(actor, value=text, tags=tags, reason=reason, session=session)
     _check_kind(kind)
@@ -574,10 +558,11 @@ def memory_store(
     if waiting_note is not None:
         return StoreResult(status="pending_review", key=waiting_note.key, proposal=waiting_note)
     keys = _candidate_keys(user, kind, base, derived=True, taken=taken)
+    near_check = _checks_near(actor, KeyFamily.ENTRY)
     try:
-        if actor.kind != ActorKind.USER:
-            _check_new_entry(user, keys[0], fields, actor, reason)
-        write = _add_entry(user, keys, fields, actor, typed=False, reason=reason)
+        write = _add_entry(
+            user, keys, fields, actor, typed=False, reason=reason, near_check=near_check
+        )
     except DuplicateMemory as duplicate:
         existing = duplicate.existing
         return StoreResult(
@@ -713,6 +698,7 @@ _STATES = {
     HistoryAction.UPDATE: (None, True),
     HistoryAction.RESTORE: (None, True),
     HistoryAction.RENAME: (True, True),
+    HistoryAction.MERGE: (True, True),
 }
 
 
@@ -736,6 +722,8 @@ def past_change_problem(change: PastChange) -> str:
         renamed = change.action == HistoryAction.RENAME
         if state is not None and (problem := state_problem(state, renamed=renamed)):
             return f"The state {name} the change: {problem}."
+    if change.action == HistoryAction.MERGE and (problem := merged_problem(change.after)):
+        return f"The note it merged: {problem}."
     last = change.after if change.after is not None else change.before
     if last is not None and last["source"] != change.source:
         return "Its source is not the source of the state it records."
@@ -779,8 +767,9 @@ def memory_restore(
 ) -> MemoryWrite:
     """Bring a memory back to the state a history row recorded.
 
-    For a change that is the state it produced; for a deletion, the state it removed. A
-    memory renamed since is restored under its key now, not beside it under the old one.
+    For a change that is the state it produced; for a deletion, the state it removed (for a
+    merge, the memory's state then, not the note it merged). A memory renamed since is
+    restored under its key now, not beside it under the old one.
 
     With `undo` (undoing a bulk action, memory/bulk.py): the state before the change, and
     only while that change is still the memory's last word, decided under the row lock. A
@@ -793,7 +782,7 @@ def memory_restore(
     expected: Any = UNSET
     if not undo:
         state = entry.after if entry.after is not None else entry.before
-    elif entry.before is None or entry.action == HistoryAction.RENAME:
+    elif entry.before is None or entry.action in (HistoryAction.RENAME, HistoryAction.MERGE):
         raise InvalidInput(
             f"History entry {history_id} cannot be undone this way.", field="history_id"
         )
@@ -841,6 +830,7 @@ def _write(
     unless_changed_since: datetime | None = None,
     batch: UUID | None = None,
     expected: Any = UNSET,
+    near_check: bool = False,
 ) -> MemoryWrite:
     """Write one memory with its history row and activity event, in one transaction.
 
@@ -851,6 +841,8 @@ def _write(
     When the user must review it first, the proposal is committed and ReviewRequired raised.
     `batch` goes on the history row and the event; `expected` (a snapshot, or None for no
     memory) makes the write a Conflict unless the locked row is in that state.
+    `near_check`: a new key is first compared with the entries of its kind (_near_entry);
+    a note merged into one of them is committed and DuplicateMemory raised.
     """
     write = (
         user,
@@ -864,6 +856,7 @@ def _write(
         unless_changed_since,
         batch,
         expected,
+        near_check,
     )
     try:
         with transaction.atomic():
@@ -875,6 +868,8 @@ def _write(
             result = _write_once(*write)
     if isinstance(result, MemoryProposal):
         raise ReviewRequired(result)
+    if isinstance(result, _Merged):
+        raise DuplicateMemory(result.memory, result.similarity, result.history)
     return result
 
 
@@ -890,10 +885,12 @@ def _write_once(
     unless_changed_since: datetime | None,
     batch: UUID | None,
     expected: Any,
-) -> MemoryWrite | MemoryProposal:
+    near_check: bool,
+) -> MemoryWrite | MemoryProposal | _Merged:
     # Two statements: the row lock, which also reads the pause and the review rule, and
-    # one that writes the row (INSERT or UPDATE), its history row and its activity event.
-    memory, review_new = _locked(user, key, actor)
+    # one that writes the row (INSERT or UPDATE), its history row and its activity event;
+    # for a new entry compared with its kind, the near-duplicate check between them.
+    memory, review_new = _locked(user, key, actor, new_entry=near_check)
     if expected is not UNSET:
         _check_expected(key, memory, expected)
     if only_new and memory is not None:
@@ -902,6 +899,10 @@ def _write_once(
         same = memory.snapshot() == {**memory.snapshot(), **_snapshot_fields(fields)}
         if same or memory.updated_at >= unless_changed_since:
             return MemoryWrite(memory=memory, created=False, history=None)
+    if near_check and memory is None and create:
+        near = _near_entry(user, key, fields, actor, reason, review_new)
+        if near is not None:
+            return near
     if actor.kind != ActorKind.USER:
         gated = _review_gate(user, key, fields, actor, memory, review_new, create, reason)
         if gated is not None:
@@ -1006,6 +1007,98 @@ def _propose_new(
 # What an agent's write to a user-stated memory may not change without the user's review
 # (source and confidence follow who wrote it; the value says the rest).
 GATED_FIELDS = ("value", "tags", "pinned", "occurred_at", "session")
+
+
+@dataclass(frozen=True)
+class _Merged:
+    """An agent's new note merged into `memory`, which says it already: raised as
+    DuplicateMemory once committed. `history`: the merge row (None: kept there already)."""
+
+    memory: Memory
+    similarity: float
+    history: MemoryHistory | None
+
+
+def _near_entry(
+    user: AbstractBaseUser,
+    key: str,
+    fields: dict[str, Any],
+    actor: Actor,
+    reason: str,
+    review_new: bool,
+) -> _Merged | MemoryProposal | None:
+    """What an agent's new entry becomes when one of its kind is near (memory/duplicates.py),
+    if not its own row (None).
+
+    Run under the lock _locked took on the user's new entries of the kind, until the
+    transaction ends: two agents writing the same note at once cannot both find nothing
+    near and both add it. A note that adds nothing is merged into the near one (its history
+    keeps the text). One that adds something is a proposal to update the near one only when
+    that would change what the user stated, or the user reviews agents' new memories;
+    beside an agent's note it is stored as its own row (an Inbox of agents' notes about
+    each other is a queue the user never asked for: issue 26), and the Inbox suggests
+    tidying such look-alikes later (memory/look_alike.py).
+    """
+    match = find_near_duplicate(user=user, key=key, value=fields["value"])
+    if match is None:
+        return None
+    near, _ = _locked(user, match.memory.key, actor)
+    if near is None or near.value != match.memory.value:
+        return None  # deleted or changed since the check: nothing to merge into now
+    if not match.adds_something:
+        return _merge_note(user, near, fields, actor, match.similarity)
+    if near.source != Source.USER_STATED and not review_new:
+        return None
+    before = near.snapshot()
+    return _propose(
+        user,
+        near.key,
+        actor,
+        ProposalAction.UPDATE,
+        ProposalTrigger.NEAR_DUPLICATE,
+        before=before,
+        after={**before, **_snapshot_fields(fields)},
+        reason=reason,
+        requested_key=key,
+        turn=fields.get("turn"),
+    )
+
+
+def _merge_note(
+    user: AbstractBaseUser, memory: Memory, fields: dict[str, Any], actor: Actor, similarity: float
+) -> _Merged:
+    """Keep an agent's note that adds nothing to the locked `memory` in its history: a
+    `merge` row (memory/models.py HistoryAction) and its memory_written event.
+
+    The memory itself is left as it was, updated_at included: its text did not change, and
+    updated_at is what an import's "newer change wins" and search's freshness read. The same
+    note from the same actor again (a retry) is kept once."""
+    note = {"value": fields["value"]}
+    kept = MemoryHistory.objects.filter(
+        memory=memory, action=HistoryAction.MERGE, after__merged=note, **actor.as_fields()
+    )
+    if kept.exists():
+        return _Merged(memory, similarity, None)
+    state = memory.snapshot()
+    history = MemoryHistory.objects.create(
+        user=user,
+        key=memory.key,
+        memory=memory,
+        action=HistoryAction.MERGE,
+        source=memory.source,
+        before=state,
+        after={**state, "merged": note},
+        **actor.as_fields(),
+    )
+    events.memory_written_event(
+        user=user,
+        actor=actor,
+        key=memory.key,
+        action=HistoryAction.MERGE,
+        source=memory.source,
+        history_id=history.pk,
+    ).save()
+    return _Merged(memory, similarity, history)
 
 
 def _snapshot_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -1118,39 +1211,61 @@ def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
+# New entries' locks are (NEW_ENTRY_LOCKS, a hash of the user and the kind): the two-key
+# form of PostgreSQL's advisory locks, as learning/heartbeat.py's, in a space of their own.
+# Two (user, kind) pairs that share a hash only wait for each other a little more.
+NEW_ENTRY_LOCKS = 0x4E45  # "NE"
+
+
 @functools.cache
-def _lock_sql() -> tuple[str, list[str], int]:
+def _lock_sql(*, new_entry: bool = False) -> tuple[str, list[str], int]:
     """One row always: whether agents are refused (the user paused memory), whether their
     new memories wait for review, and the memory row, locked FOR UPDATE, when the key has
-    one."""
+    one. `new_entry`: when the key has none, also the lock on the user's new entries of its
+    kind (_near_entry), held until the transaction ends."""
     fields = [f for f in Memory._meta.concrete_fields if f.name not in SEARCH_COLUMNS]
     columns = ", ".join(_quote(field.column) for field in fields)
     profile = _quote(Profile._meta.db_table)
+    # Taken after the row lock and only without a row: a writer that holds a row lock never
+    # waits for this lock, so a holder of this lock waiting for a row lock cannot deadlock.
+    # The next statement (the check) sees every note committed before it was granted.
+    kind_lock = (
+        "CASE WHEN memory.id IS NULL THEN (SELECT true FROM pg_advisory_xact_lock("
+        "%(locks)s, hashtext(%(kind_lock)s))) END"
+        if new_entry
+        else "NULL"
+    )
     # The user's profile row is read once for both flags (a user without one has neither).
     sql = (
         "SELECT %(guarded)s AND coalesce(profile.memory_paused, false), "  # noqa: S608 - names from the models
-        "%(guarded)s AND coalesce(profile.review_agent_memories, false), memory.* "
-        f"FROM (SELECT) AS one LEFT JOIN {profile} AS profile ON profile.user_id = %(user)s "
-        f"LEFT JOIN (SELECT {columns} FROM {_quote(Memory._meta.db_table)}"
+        f"%(guarded)s AND coalesce(profile.review_agent_memories, false), {kind_lock}, "
+        f"memory.* FROM (SELECT) AS one LEFT JOIN {profile} AS profile "
+        f"ON profile.user_id = %(user)s LEFT JOIN (SELECT {columns} "
+        f"FROM {_quote(Memory._meta.db_table)}"
         " WHERE user_id = %(user)s AND key = %(key)s FOR UPDATE) AS memory ON true"
     )
     names = [field.attname for field in fields]
     return sql, names, names.index(Memory._meta.pk.attname)
 
 
-def _locked(user: AbstractBaseUser, key: str, actor: Actor) -> tuple[Memory | None, bool]:
+def _locked(
+    user: AbstractBaseUser, key: str, actor: Actor, *, new_entry: bool = False
+) -> tuple[Memory | None, bool]:
     """The memory under `key`, locked until the transaction ends (None if there is none),
     and whether the actor's new memories wait for the user's review.
 
     MemoryPaused when an agent (or the system) writes for a user who paused memory, as
     profiles.services.check_agents_may_write says, read in this same statement: a pause
-    that committed before it stops the write.
+    that committed before it stops the write. `new_entry`: an entry's key with no memory
+    also takes the lock on the user's new entries of its kind (_lock_sql).
     """
-    sql, names, pk_index = _lock_sql()
+    sql, names, pk_index = _lock_sql(new_entry=new_entry)
     params = {"guarded": actor.kind != ActorKind.USER, "user": user.pk, "key": key}
+    if new_entry:
+        params |= {"locks": NEW_ENTRY_LOCKS, "kind_lock": f"{user.pk}:{key.partition(':')[0]}"}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        paused, review, *values = cursor.fetchone()
+        paused, review, _, *values = cursor.fetchone()
     if paused:
         raise MemoryPaused(MEMORY_PAUSED_MESSAGE)
     if values[pk_index] is None:

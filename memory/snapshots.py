@@ -2,9 +2,10 @@
 
 History rows hold the state before and after a change as JSON (Memory.snapshot: `value`,
 `source`, `confidence`, `tags`, `pinned`, `occurred_at` and `session`; a rename's states
-also carry the `key`). States stored before memories had a time and a session (issue 26)
-lack those two: they say nothing about them, so a restore leaves them as they are and a
-comparison with a live row ignores them (`same_state`). The
+also carry the `key`, a merge's `after` the note it merged, `merged`). States stored before
+memories had a time and a session (issue 26) lack those two: they say nothing about them,
+so a restore leaves them as they are and a comparison with a live row ignores them
+(`same_state`). The
 database checks only that the states a change needs are there, not what they hold, and an
 import before issue 25 replayed other accounts' history without looking inside them. So
 nothing that reads a stored state (the working memory as of a past time, a restore, the
@@ -63,6 +64,16 @@ def state_problem(state: object, *, renamed: bool = False) -> str:
         except ServiceError as error:
             return f"its key is not valid ({error.message})"
     return ""
+
+
+def merged_problem(state: object) -> str:
+    """Why the state a merge left (HistoryAction.MERGE: the memory's state, and under
+    "merged" the note merged into it, {"value": its text}) holds no readable note ("" when
+    it holds one). The state itself is checked by state_problem."""
+    note = state.get("merged") if isinstance(state, dict) else None
+    if not isinstance(note, dict) or "value" not in note:
+        return "the merged note is not an object with a value"
+    return _value_problem(note["value"])
 
 
 def state_fields(state: dict[str, Any]) -> dict[str, Any]:

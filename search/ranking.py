@@ -118,36 +118,76 @@ def freshness(age: datetime.timedelta, *, fades: bool = True) -> float:
     return 1 - settings.MNEMO_SEARCH_AGE_NUDGE * faded
 
 
+def episode_lift(scores: dict[int, float], group: dict[int, str]) -> dict[int, float]:
+    """Each row pulled EPISODE_PULL of the way up to the best score among the STRONG_HITS
+    best rows of its group (a memory's session, a chunk's document), when that score is
+    higher: facts said together come back together. A lifted row stays below the hit that
+    lifted it, so it never outranks a row matching the query directly as well as that hit
+    does; a row of no group ("") or of a group with no strong hit keeps its score."""
+    strongest: dict[str, float] = {}
+    for pk in sorted(scores, key=lambda pk: (-scores[pk], pk))[:STRONG_HITS]:
+        if group[pk] and scores[pk] >= STRONG_SCORE:
+            strongest.setdefault(group[pk], scores[pk])
+    lifted = {}
+    for pk, score in scores.items():
+        hit = strongest.get(group[pk], 0.0) if group[pk] else 0.0
+        lifted[pk] = score + EPISODE_PULL * (hit - score) if hit > score else score
+    return lifted
+
+
+# The episode lift (`episode_lift`): a strong hit is one of the STRONG_HITS best rows with a
+# score of at least STRONG_SCORE; a row of its group is pulled EPISODE_PULL of the way up to
+# it. Calibration: bench/README.md, "Time and conversations".
+STRONG_HITS = 3
+STRONG_SCORE = 0.5
+EPISODE_PULL = 0.5
+
+
 # --- the two sides and their fusion ------------------------------------------------------
 
 
 def fuse(
-    rows: QuerySet, query: str, vector: QueryVector | None, *columns: str, closest: bool = False
+    rows: QuerySet,
+    query: str,
+    vector: QueryVector | None,
+    *columns: str,
+    closest: bool = False,
+    keyword_query: str | None = None,
 ) -> tuple[dict[int, Ranks], list[dict[int, Any]]]:
     """Row id → ranks for every row among either side's top candidates that clears the
     relevance floor of the query's model, best fused first; and for each of `columns`, row
     id → that column's value. `closest` leaves the floor out (what was closest, on request).
+    `keyword_query`: what the keyword side searches for, when not the whole query (the
+    query without the words naming a period, memory/search.py); `vector` is the embedding
+    of `query`, whose length sets the floor (search/fusion.py, floor_for_query).
 
     Both sides are one statement (UNION ALL): one round trip, and the user's rows are read
     while still in cache."""
     candidates = settings.MNEMO_SEARCH_CANDIDATES
-    sql, params = keyword_side_sql(rows, query, candidates, columns)
+    words = query if keyword_query is None else keyword_query
+    read = (*columns, "embedding_model")  # which keyword rows still wait for a vector
+    sql, params = keyword_side_sql(rows, words, candidates, read)
     if vector is not None:
         vector_sql, vector_params = vector_side(
-            rows, vector, candidates, columns
+            rows, vector, candidates, read
         ).query.sql_with_params()
         sql, params = f"{sql} UNION ALL ({vector_sql})", [*params, *vector_params]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         found = cursor.fetchall()
-    keyword_rows, vector_rows, values = _split_sides(found, len(columns))
+    keyword_rows, vector_rows, values = _split_sides(found, len(read))
+    *values, models = values
+    pending = frozenset(
+        row.pk for row in keyword_rows if vector is not None and models[row.pk] != vector.model
+    )
     fused = fusion.fuse(
         keyword_rows,
         vector_rows,
-        floor=floor_for(vector),
+        floor=fusion.floor_for_query(floor_for(vector), query),
         enforce_floor=not closest,
         vector_weight=settings.MNEMO_SEARCH_VECTOR_WEIGHT,
         keyword_weight=settings.MNEMO_SEARCH_KEYWORD_WEIGHT,
+        pending=pending,
     )
     return fused, values
 

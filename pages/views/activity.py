@@ -31,6 +31,7 @@ MEMORY_ACTIONS = {
     "update": "Updated",
     "restore": "Restored",
     "rename": "Renamed",
+    "merge": "Merged a note into",  # memory/models.py HistoryAction.MERGE
 }
 PROPOSED = {
     "create": "Proposed adding",
@@ -125,6 +126,8 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str]:
         if action == "rename" and payload.get("renamed_from"):
             # "Renamed fact:old to <code>preference:new</code>"
             return f"Renamed {_text(payload['renamed_from'], 100)} to", _key(payload), ""
+        if action == "merge":  # the source is the memory's, which the note did not change
+            return verb, _key(payload), "it said nothing new; kept in the history"
         return verb, _key(payload), source
     if kind == EventType.PROPOSAL_CREATED and "document_proposal_id" in payload:
         verb = DOCUMENT_PROPOSED.get(str(payload.get("action")), "Proposed a change to")

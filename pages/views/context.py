@@ -87,7 +87,7 @@ from memory.services import (
     memory_set,
     memory_update,
 )
-from memory.snapshots import same_state, state_problem
+from memory.snapshots import merged_problem, same_state, state_problem
 from memory.working_memory import (
     DAMAGED,
     EMPTY,
@@ -1128,6 +1128,7 @@ def _history_context(
         # A stored state is not trusted (memory/snapshots.py): an older import kept any
         # shape. A damaged one is shown as far as it reads, says so, and is not offered.
         renamed = row.action == HistoryAction.RENAME
+        merged = row.action == HistoryAction.MERGE
         row.damaged = next(
             (
                 f"The state {name} this change is damaged: {problem}."
@@ -1136,11 +1137,15 @@ def _history_context(
             ),
             "",
         )
+        if merged and not row.damaged and (problem := merged_problem(row.after)):
+            row.damaged = f"The note this merge kept is damaged: {problem}."
         before = row.before if isinstance(row.before, dict) else {}
         after = row.after if isinstance(row.after, dict) else {}
         row.old_value = _shown(before.get("value"))
         row.new_value = _shown(after.get("value"))
         row.said_change, row.session_change = _when_changed(before, after)
+        note = after.get("merged")
+        row.merged_value = _shown(note.get("value")) if isinstance(note, dict) else None
         if renamed:
             row.old_key = _shown(before.get("key")) or ""
             row.new_key = _shown(after.get("key")) or row.key
@@ -1150,8 +1155,12 @@ def _history_context(
         # this memory (from before a rename too); a row of another memory that once had
         # this key (deleted since) would come back under the old key, so it is not offered.
         same_memory = memory is not None and row.memory_id == memory.pk
+        # A merge changed nothing: the state it shows is the one the change before it left.
         row.restorable = (
-            not row.damaged and not same_state(current, state) and (row.key == key or same_memory)
+            not row.damaged
+            and not merged
+            and not same_state(current, state)
+            and (row.key == key or same_memory)
         )
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"

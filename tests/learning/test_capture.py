@@ -442,9 +442,14 @@ def test_what_a_memory_says_already_is_a_duplicate(llm_server, alice, alice_agen
     assert (observation.status, observation.key) == ("duplicate", "preference:bullets")
     assert list(Memory.objects.filter(user=alice)) == [existing]
     assert Memory.objects.get(pk=existing.pk).turn_id is None
+    merge = MemoryHistory.objects.get(user=alice, action="merge")
+    assert (merge.memory_id, merge.after["merged"]) == (
+        existing.pk,
+        {"value": "Prefers bullet points in reports."},
+    )
 
 
-def test_a_near_duplicate_that_adds_something_waits_as_a_proposal_with_its_turn(
+def test_a_near_note_that_adds_to_an_agents_note_is_stored_with_its_turn(
     llm_server, alice, alice_agent
 ):
     memory_upsert(
@@ -452,6 +457,29 @@ def test_a_near_duplicate_that_adds_something_waits_as_a_proposal_with_its_turn(
         key="preference:bullets",
         value="Prefers bullet points in reports",
         actor=Actor.for_agent(alice_agent),
+    )
+    llm_server.script_chat(
+        llm_answer({"type": "preference", "text": "Prefers short bullet points in reports"})
+    )
+    turn = make_turn(alice, alice_agent, "Keep the bullets short.")
+
+    outcome = capture(turn)
+
+    [observation] = outcome.observations
+    key = "preference:prefers-short-bullet-points-in-reports"
+    assert (observation.status, observation.key, observation.proposal_id) == ("created", key, None)
+    assert Memory.objects.get(user=alice, key=key).turn_id == turn.pk
+    assert not MemoryProposal.objects.exists()
+
+
+def test_a_near_note_that_adds_to_what_the_user_stated_waits_as_a_proposal_with_its_turn(
+    llm_server, alice, alice_agent
+):
+    memory_upsert(
+        user=alice,
+        key="preference:bullets",
+        value="Prefers bullet points in reports",
+        actor=Actor.for_user(alice),
     )
     llm_server.script_chat(
         llm_answer({"type": "preference", "text": "Prefers short bullet points in reports"})
@@ -522,7 +550,13 @@ def test_a_user_stated_memory_is_never_changed(llm_server, alice, alice_agent):
         1.0,
         None,
     )
-    assert MemoryHistory.objects.filter(user=alice).count() == 1
+    # The restatement is kept in the memory's history, which it did not change.
+    history = MemoryHistory.objects.filter(user=alice).order_by("id")
+    assert [row.action for row in history] == ["create", "merge"]
+    assert history[1].after == {
+        **now.snapshot(),
+        "merged": {"value": "prefers bullet points in reports"},
+    }
 
 
 # ---------------------------------------------------------------- shown on entries and proposals

@@ -1,4 +1,5 @@
 import threading
+import time
 from itertools import pairwise
 
 import pytest
@@ -6,8 +7,10 @@ from django.db import connection
 
 from activity.actors import Actor
 from activity.models import ActivityEvent
-from memory.models import Memory, MemoryHistory
-from memory.services import memory_upsert
+from memory import services
+from memory.models import Memory, MemoryHistory, MemoryProposal
+from memory.services import DuplicateMemory, memory_store, memory_upsert
+from tests.factories import AgentFactory
 
 WRITERS = 50
 
@@ -48,3 +51,101 @@ def test_fifty_concurrent_upserts_of_one_key(alice):
     chain = list(history.order_by("id").values_list("before", "after"))
     for (_, previous_after), (before, _) in pairwise(chain):
         assert before["value"] == previous_after["value"]
+
+
+def _write_at_once(writes):
+    """Run each write in its own thread and connection, all released together; each
+    answers what became of it. Errors other than a duplicate are returned."""
+    barrier = threading.Barrier(len(writes))
+    outcomes: list[str] = []
+    errors: list[BaseException] = []
+
+    def run(write) -> None:
+        try:
+            barrier.wait()
+            outcomes.append(write())
+        except DuplicateMemory:
+            outcomes.append("duplicate")
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(write,)) for write in writes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(outcomes), errors
+
+
+@pytest.fixture
+def slow_check(monkeypatch):
+    """The near-duplicate check takes a while: where a second writer would slip in between
+    the check and the insert, if nothing kept them apart. Yields when each check ran."""
+    real = services.find_near_duplicate
+    ran: list[tuple[float, float]] = []
+
+    def slow(**kwargs):
+        started = time.monotonic()
+        found = real(**kwargs)
+        time.sleep(0.3)
+        ran.append((started, time.monotonic()))
+        return found
+
+    monkeypatch.setattr(services, "find_near_duplicate", slow)
+    return ran
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_agents_adding_the_same_note_at_once_add_it_once(alice, alice_agent, slow_check):
+    agents = [Actor.for_agent(alice_agent), Actor.for_agent(AgentFactory(user=alice, name="b"))]
+
+    def add(n: int):
+        key = f"fact:tea-{n}"
+        return lambda: (
+            memory_upsert(user=alice, key=key, value="Likes green tea", actor=agents[n]).status
+        )
+
+    outcomes, errors = _write_at_once([add(0), add(1)])
+
+    assert errors == []
+    assert outcomes == ["created", "duplicate"]
+    [memory] = Memory.objects.filter(user=alice)
+    merge = MemoryHistory.objects.get(user=alice, action="merge")
+    assert (merge.memory_id, merge.after["merged"]) == (memory.pk, {"value": "Likes green tea"})
+    assert not MemoryProposal.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_agents_storing_near_notes_at_once_store_one(alice, alice_agent, slow_check):
+    agent = Actor.for_agent(alice_agent)
+    texts = ["Likes green tea in the afternoon", "Likes green tea in afternoon"]
+
+    def store(text: str):
+        return lambda: memory_store(user=alice, actor=agent, kind="preference", text=text).status
+
+    outcomes, errors = _write_at_once([store(text) for text in texts])
+
+    assert errors == []
+    assert outcomes == ["created", "duplicate"]
+    assert Memory.objects.filter(user=alice).count() == 1
+    assert MemoryHistory.objects.filter(user=alice, action="merge").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_notes_of_other_kinds_are_not_kept_waiting(alice, alice_agent, slow_check):
+    agent = Actor.for_agent(alice_agent)
+
+    def add(kind: str):
+        return lambda: (
+            memory_upsert(
+                user=alice, key=f"{kind}:tea", value="Likes green tea", actor=agent
+            ).status
+        )
+
+    outcomes, errors = _write_at_once([add("fact"), add("preference")])
+
+    assert (errors, outcomes) == ([], ["created", "created"])
+    (_, first_end), (second_start, _) = sorted(slow_check)
+    assert second_start < first_end  # side by side, not one after the other

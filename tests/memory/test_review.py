@@ -325,11 +325,21 @@ def test_a_near_entry_that_adds_nothing_is_a_duplicate(alice, agent):
     assert duplicate.value.existing.key == "preference:bullets"
     assert near_threshold() <= duplicate.value.similarity < 1.0
     assert Memory.objects.filter(user=alice).count() == 1
+    # Nothing is lost: the note is kept in the history of the memory that says it.
+    merge = duplicate.value.history
+    assert (merge.action, merge.key, merge.actor_agent) == (
+        "merge",
+        "preference:bullets",
+        agent.agent,
+    )
+    assert merge.after["merged"] == {"value": "Prefers bullet points in reports"}
 
 
-def test_a_near_entry_that_adds_something_is_a_proposal_and_can_be_kept_apart(alice, you, agent):
+def test_a_near_entry_that_adds_to_what_the_user_stated_is_a_proposal_and_can_be_kept_apart(
+    alice, you, agent
+):
     memory_upsert(
-        user=alice, key="preference:bullets", value="Prefers bullet points in reports", actor=agent
+        user=alice, key="preference:bullets", value="Prefers bullet points in reports", actor=you
     )
 
     with pytest.raises(ReviewRequired) as waiting:
@@ -541,7 +551,7 @@ def test_restoring_a_state_from_before_a_rename_restores_the_renamed_memory(alic
 
 
 def test_a_new_entry_sharing_few_words_with_its_kind_is_not_compared_by_meaning(
-    alice, agent, monkeypatch
+    alice, you, agent, monkeypatch
 ):
     from memory import duplicates
 
@@ -552,13 +562,13 @@ def test_a_new_entry_sharing_few_words_with_its_kind_is_not_compared_by_meaning(
         "_similarities",
         lambda text, others: embedded.append(text) or real(text, others),
     )
-    memory_upsert(user=alice, key="fact:city", value="Lives in Lisbon near the river", actor=agent)
+    memory_upsert(user=alice, key="fact:city", value="Lives in Lisbon near the river", actor=you)
 
     memory_upsert(
         user=alice, key="fact:pets", value="Has two cats called Miso and Tofu", actor=agent
     )
     assert embedded == []
-    with pytest.raises(ReviewRequired) as waiting:  # near, and adds "Portugal"
+    with pytest.raises(ReviewRequired) as waiting:  # near what alice said, and adds "Portugal"
         memory_upsert(user=alice, key="fact:home", value="Lives in Lisbon, Portugal", actor=agent)
     assert embedded == ["Lives in Lisbon, Portugal"]
     assert waiting.value.proposal.key == "fact:city"

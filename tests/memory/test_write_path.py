@@ -1,9 +1,9 @@
 """The agent write path's budget and guarantees (issue 12, "Faster writes").
 
 A write is the token lookup, the row lock (which reads the pause and the review rule too)
-and one statement writing the row, its history row and its activity event; an agent's entry
-is first looked at by the near-duplicate check (one statement, issue 14; an embedding too
-only when the user has other entries of its kind). These tests fail if a round
+and one statement writing the row, its history row and its activity event; an agent's new
+entry is looked at by the near-duplicate check between the two (one statement, issue 14; an
+embedding too only when the user has other entries of its kind). These tests fail if a round
 trip comes back, if the pause is read too early, or if the hand-built statements write
 anything other than what the ORM would.
 """
@@ -37,32 +37,57 @@ def _warm(call_tool, token):
     call_tool(token, "get_memory", {"key": "name"})
 
 
-@pytest.mark.parametrize("existing", [False, True], ids=["new key", "existing key"])
-def test_an_agent_write_is_four_statements(call_tool, alice, alice_token, existing):
-    if existing:
-        MemoryFactory(
-            user=alice, key="fact:tea", value="black tea", source="tp_extracted", confidence=0.8
-        )
+def test_an_agent_write_of_a_new_entry_is_four_statements(call_tool, alice, alice_token):
     _warm(call_tool, alice_token)
 
     with CaptureQueriesContext(connection) as queries:
         response = call_tool(alice_token, "create_memory", {"key": "fact:tea", "value": "green"})
 
-    assert response.status_code == (200 if existing else 201)
+    assert response.status_code == 201
     statements = _statements(queries.captured_queries)
     assert len(statements) == 4, statements
-    token_lookup, duplicate_check, lock, write = statements
+    token_lookup, lock, duplicate_check, write = statements
     assert "profiles_agenttoken" in token_lookup
     assert "profiles_profile" in token_lookup
+    _assert_row_lock(lock)
+    # The lock on the user's new entries of the kind, taken in the same statement, before
+    # the check: two agents adding the same note cannot both find nothing near (issue 26).
+    assert "pg_advisory_xact_lock" in lock
     assert "has_key" in duplicate_check
+    _assert_write(write)
+    # One transaction: one savepoint pair around the lock, the check and the write.
+    assert len(queries.captured_queries) == 6
+
+
+def test_an_agent_write_of_an_existing_key_is_three_statements(call_tool, alice, alice_token):
+    MemoryFactory(
+        user=alice, key="fact:tea", value="black tea", source="tp_extracted", confidence=0.8
+    )
+    _warm(call_tool, alice_token)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = call_tool(alice_token, "create_memory", {"key": "fact:tea", "value": "green"})
+
+    assert response.status_code == 200
+    statements = _statements(queries.captured_queries)
+    assert len(statements) == 3, statements
+    token_lookup, lock, write = statements  # a write to the key: nothing to compare it with
+    assert "profiles_agenttoken" in token_lookup
+    _assert_row_lock(lock)
+    _assert_write(write)
+    assert len(queries.captured_queries) == 5
+
+
+def _assert_row_lock(lock):
     assert "FOR UPDATE" in lock
     assert "memory_paused" in lock
     assert "review_agent_memories" in lock
+
+
+def _assert_write(write):
     assert write.startswith("WITH written AS (")
     assert "user_context_history" in write
     assert "activity_log" in write
-    # One transaction: one savepoint pair around the lock and the write.
-    assert len(queries.captured_queries) == 6
 
 
 def test_the_working_memory_render_is_two_statements(client, alice, alice_token):

@@ -85,3 +85,56 @@ def test_each_model_has_its_own_floor(settings):
     settings.MNEMO_SEARCH_FLOOR_QUERY, settings.MNEMO_SEARCH_FLOOR_ROW = 0.5, 0.4
     assert floor_for_model("openai:text-embedding-3-small@256") == Floor(0.5, 0.4)
     assert floor_for_model(None) == WORDS_ONLY
+
+
+# --- a calibrated model: a fixed meaning scale, a floor by query length, pending rows -------
+
+E5_FLOOR = Floor(query=0.82, row=0.78, strong=0.88)
+
+
+def test_a_weak_best_candidate_stays_weak():
+    """Calibrated: 0 at the row floor, 1 at a strong match, whatever the other candidates.
+    (Before, the best candidate of every query scored 1: "tea" put `timezone` at 0.70.)"""
+    weak = fuse([], [VectorRow(1, 0.83), VectorRow(2, 0.80)], floor=E5_FLOOR, **WEIGHTS)
+    assert [ranks.vector for ranks in weak.values()] == [pytest.approx(0.5), pytest.approx(0.2)]
+    strong = fuse([], [VectorRow(1, 0.95), VectorRow(2, 0.80)], floor=E5_FLOOR, **WEIGHTS)
+    assert [ranks.vector for ranks in strong.values()] == [1.0, pytest.approx(0.2)]
+
+
+def test_a_short_query_needs_a_closer_match():
+    from search.fusion import SHORT_RAISE, floor_for_query
+
+    assert floor_for_query(E5_FLOOR, "what did she say about the budget?") == E5_FLOOR
+    # The query floor rises by SHORT_RAISE a word under three; the row floor joins it.
+    two = floor_for_query(E5_FLOOR, "oat milk")
+    assert two.query == two.row == pytest.approx(0.82 + SHORT_RAISE)
+    assert two.strong == pytest.approx(two.row + 0.10)
+    assert floor_for_query(E5_FLOOR, "tea") == Floor(
+        query=pytest.approx(0.87), row=pytest.approx(0.87), strong=pytest.approx(0.97)
+    )
+    # An uncalibrated model (no strong match known) keeps its floor.
+    assert floor_for_query(FLOOR, "tea") == FLOOR
+    vector = [VectorRow(1, 0.86)]  # a one-word query's nearest unrelated row
+    assert fuse([], vector, floor=floor_for_query(E5_FLOOR, "tea"), **WEIGHTS) == {}
+
+
+def test_a_row_waiting_for_its_vector_stands_on_its_coverage():
+    """It holds every word of the query: until it has a vector, it is not outranked by a
+    meaning-only neighbour, however near that is."""
+    keyword = [KeywordRow(1, score=3.0, coverage=1.0)]
+    vector = [VectorRow(2, similarity=0.95)]
+    fused = fuse(keyword, vector, floor=E5_FLOOR, pending=frozenset({1}), **WEIGHTS)
+    assert list(fused) == [1, 2]
+    assert (fused[1].vector, fused[1].fused) == (1.0, pytest.approx(1.0))
+    # Once embedded and not near, it is only a word match.
+    assert list(fuse(keyword, vector, floor=E5_FLOOR, **WEIGHTS)) == [2, 1]
+
+
+def test_what_came_closest_is_ordered_by_meaning_below_a_calibrated_floor():
+    """The page's "show the closest": nothing clears the floor, and the fixed scale would
+    score every row 0; what was closest is relative, so it spreads as before."""
+    vector = [VectorRow(pk, similarity=0.77 - pk / 100) for pk in range(1, 6)]
+    assert fuse([], vector, floor=E5_FLOOR, **WEIGHTS) == {}
+    closest = fuse([], vector, floor=E5_FLOOR, enforce_floor=False, **WEIGHTS)
+    assert list(closest) == [1, 2, 3, 4, 5]
+    assert closest[1].vector == 1.0 > closest[2].vector > closest[5].vector == 0.0
