@@ -97,8 +97,8 @@ class MemoryWrite:
 
 class ReviewRequired(ServiceError):
     """An agent's write did not apply: it waits in the user's review inbox as `proposal`
-    (it would change or delete what the user stated, overlaps a memory, or the user
-    reviews agents' new memories). The API answers 202 pending_review."""
+    (it would change or delete what the user stated, adds to a memory the user stated, or
+    the user reviews agents' new memories). The API answers 202 pending_review."""
 
     code = "pending_review"
 
