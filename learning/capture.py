@@ -6,8 +6,9 @@ task and bugfix. Each one goes through memory/services.py `memory_store` as the 
 agent (the system when the agent is gone), with source `tp_extracted`, a confidence below
 1.0, tags from its keywords and a link to the turn. So the user stays in charge as for any
 agent's note: it waits in the review inbox when the user reviews agents' new memories, an
-entry that says it already makes it a duplicate, one it adds to gets a proposal to update
-it, and a user-stated memory is never changed without review.
+entry that says it already makes it a duplicate (kept in that entry's history), one that
+adds to an agent's note is stored beside it, and a user-stated memory is never changed
+without review (a note that adds to one is a proposal to update it).
 
 With an LLM configured, the model is asked for a JSON list of short self-contained
 statements. An answer that does not parse, or holds an item that is not one, changes

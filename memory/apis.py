@@ -297,7 +297,8 @@ class ProposalSerializer(serializers.Serializer):
     trigger = serializers.ChoiceField(
         choices=ProposalTrigger.choices,
         help_text="Why it waits: user_stated (it changes what the user said), new_memory "
-        "(the user reviews agents' new memories), near_duplicate (it overlaps an entry).",
+        "(the user reviews agents' new memories), near_duplicate (it adds to an entry the "
+        "user stated, or to any entry while the user reviews agents' new memories).",
     )
     before = serializers.JSONField(allow_null=True, help_text="The memory when proposed.")
     after = serializers.JSONField(allow_null=True, help_text="What it would become; null: delete.")
@@ -317,7 +318,8 @@ DELETE_STATUSES = ["deleted", "pending_review"]
 WRITE_STATUS_HELP = (
     "created, updated or unchanged: applied (unchanged: it was so already). pending_review "
     "(answer 202): it waits for the user as `proposal`. duplicate: an entry of the same kind "
-    "already says it (`memory`); nothing was added."
+    "already says it (`memory`); no memory was added, and the text is kept in that entry's "
+    "history."
 )
 
 
@@ -557,8 +559,10 @@ class MemoryCreateApi(ToolApi):
         "The user is in charge: a change to a memory the user stated does not apply but "
         "waits for their review (202, status pending_review, with the proposal), as do all "
         "new memories if the user chose to review them. A new entry that one of the same "
-        "kind already says adds nothing (200, status duplicate, naming it), or if it adds "
-        "something, becomes a proposal to update that one (202). Search before you write. "
+        "kind already says adds nothing: no memory is added and your text is kept in that "
+        "one's history (200, status duplicate, naming it). One that adds something to a near "
+        "entry an agent wrote is stored as its own memory (201); one that adds to a near entry "
+        "the user stated becomes a proposal to update that one (202). Search before you write. "
         "Never store a credential (an API key, a password, a card number, …): 422 "
         "secret_refused, and nothing is written. occurred_at says when what it says "
         "happened or was said (default: now) and session which conversation you are in.",
@@ -986,7 +990,8 @@ class StoreResultSerializer(serializers.Serializer):
     status = serializers.ChoiceField(
         choices=STORE_STATUSES,
         help_text="created (201): stored under `key`. duplicate: a memory of the category "
-        "already says it; `key` is that one, nothing was added. unchanged: this content is "
+        "already says it; `key` is that one: no memory was added, and the content is kept in "
+        "its history. unchanged: this content is "
         "stored under `key` already. pending_review (202): it waits for the user as "
         "`proposal`.",
     )
@@ -1008,11 +1013,13 @@ class MemoryStoreApi(ToolApi):
         summary="Store something new, keyed by its content",
         description="Store a new memory without choosing a key: it is made from the "
         "content's first words (numbered if taken), and adding never replaces a memory. "
-        "Returns the key (201). If a memory of the category already says it, nothing is "
-        "added and you get its key (200, status duplicate); the same content again is 200, "
-        "status unchanged. If the content adds to a near one, or the user reviews agents' "
-        "new memories, it waits for the user (202, status pending_review, with the "
-        "proposal). Use update_memory to change a memory you know the key of. A credential "
+        "Returns the key (201). If a memory of the category already says it, no memory is "
+        "added: the content is kept in that one's history and you get its key (200, status "
+        "duplicate); the same content again is 200, status unchanged. Content that adds "
+        "something to a near memory an agent wrote is stored as its own (201). If it adds to "
+        "a near memory the user stated, or the user reviews agents' new memories, it waits "
+        "for the user (202, status pending_review, with the proposal). Use update_memory to "
+        "change a memory you know the key of. A credential "
         "(an API key, a password, a card number, …) is never stored: 422 secret_refused. "
         'Pass occurred_at when what it says happened at another time than now ("last '
         'Tuesday" as a date) and session to say which conversation you are in.',

@@ -1,5 +1,6 @@
 """Acting on many memories at once: the Context page's bulk delete, re-tag and pin, "Delete
-all my memories", and undoing any of them as one action.
+all my memories", merging look-alike notes (the Inbox's suggestion), and undoing any of
+them as one action.
 
 Every row goes through memory/services.py (`memory_delete`, `memory_update`,
 `memory_restore`), so each gets its own history row and activity event, and each in its own
@@ -30,9 +31,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from activity.actors import Actor, ActorKind
-from lib.errors import Forbidden, InvalidInput, NotFound, ServiceError
+from lib.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 from lib.tags import clean_tags
-from memory.models import HistoryAction, Memory, MemoryHistory
+from memory.models import HistoryAction, Memory, MemoryHistory, Source
 from memory.services import MAX_TAGS, memory_delete, memory_restore, memory_update
 from memory.snapshots import same_state
 
@@ -53,6 +54,7 @@ class BulkAction(StrEnum):
     UNPIN = "unpin"
     DELETE_ALL = "delete_all"
     UNDO = "undo"
+    MERGE = "merge"  # look-alike notes: one kept, the others deleted
 
 
 class RowStatus(StrEnum):
@@ -154,6 +156,32 @@ def memory_bulk_pin(
 
     action = BulkAction.PIN if pinned else BulkAction.UNPIN
     return _each(user, _ids(memory_ids), action, batch, pin)
+
+
+def memory_merge_look_alikes(
+    *, user: AbstractBaseUser, keep_id: int, memory_ids: Iterable[int], actor: Actor
+) -> BulkResult:
+    """Tidy a group of look-alike notes (memory/look_alike.py): keep the memory `keep_id`
+    and delete the others in `memory_ids` (memory_delete), as one batch that one undo brings
+    back; each also stays restorable from its history. A note the user has stated since is
+    refused and left as it is: only agents' notes are tidied away. The kept one is not
+    changed. NotFound when the one to keep is gone: then nothing is deleted."""
+    _check_user(actor)
+    ids = _ids(memory_ids)
+    if keep_id not in ids or len(ids) < 2:
+        raise InvalidInput("Choose which of the notes to keep.", field="keep")
+    if not Memory.objects.filter(user=user, pk=keep_id).exists():
+        raise NotFound("The note to keep is gone; nothing was merged.", field="keep")
+    batch = uuid.uuid4()
+
+    def delete(memory: Memory) -> bool:
+        if memory.source == Source.USER_STATED:
+            raise Conflict(f"You stated '{memory.key}'; it is left as it is.", field="ids")
+        memory_delete(user=user, key=memory.key, actor=actor, batch=batch)
+        return True
+
+    others = [pk for pk in ids if pk != keep_id]
+    return _each(user, others, BulkAction.MERGE, batch, delete)
 
 
 def memory_delete_all(*, user: AbstractBaseUser, actor: Actor) -> BulkResult:
@@ -281,7 +309,7 @@ def _each(
                 memory = (
                     Memory.objects.select_for_update()
                     .filter(user=user, pk=pk)
-                    .only("pk", "key", "tags", "pinned")  # what `apply` reads
+                    .only("pk", "key", "source", "tags", "pinned")  # what `apply` reads
                     .first()
                 )
                 if memory is None:

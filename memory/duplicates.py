@@ -14,10 +14,13 @@ embedding:
   bench/README.md). On 151 hand-written pairs it finds as many of the same-meaning pairs
   as e5 at the same precision (bench/duplicates.py).
 
-A near one either adds nothing (every word of the new text is already in it: a duplicate)
-or adds something (a contradiction, a detail), which becomes a proposal to update it: a
-false "near" costs the user a look in the review inbox (where "keep both" adds it after
-all), never a lost memory.
+A near one either adds nothing (every word of the new text is already in it: a duplicate,
+merged into the near one's history) or adds something (a contradiction, a detail): beside
+an agent's note it is stored as its own row, and only a change to what the user stated
+becomes a proposal (memory/services.py _near_entry). A false "near" costs the user a look
+in the review inbox (where "keep both" adds it after all) or a history row, never a lost
+memory. Agents' notes that look alike are suggested for tidying by memory/look_alike.py,
+with the same rule.
 """
 
 from __future__ import annotations

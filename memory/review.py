@@ -1,10 +1,11 @@
 """The review inbox's write path: accepting, rejecting and expiring proposals.
 
 Proposals are made by memory/services.py, inside the agent's write that could not apply
-(it would change or delete what the user stated, it overlaps an entry, or the user reviews
-agents' new memories). Accepting one applies it through memory/services.py with the user as
-the actor, so the memory's history row says who accepted it and links the proposal, which
-says who proposed it; both are in the activity log. Pages, the API and tasks call these
+(it would change or delete what the user stated, it adds to an entry the user stated, or
+the user reviews agents' new memories). Accepting one applies it through
+memory/services.py with the user as the actor, so the memory's history row says who
+accepted it and links the proposal, which says who proposed it; both are in the activity
+log. Pages, the API and tasks call these
 functions alone.
 """
 

@@ -1,7 +1,9 @@
 """The review inbox: agents' changes that wait for the user (memory/review.py decides them).
 
 Each proposal shows who proposed it, when, why it waits, the agent's reason and a word-level
-diff of what it would change. Accept, edit then accept, reject and (for a near-duplicate)
+diff of what it would change. Above them, one line suggests tidying agents' notes that look
+alike (memory/look_alike.py, its page memory/look_alike_views.py): a suggestion, not a
+queue. Accept, edit then accept, reject and (for a near-duplicate)
 keep both work one by one and in bulk. An htmx request gets the changed row (or list) back
 with `HX-Trigger: inbox-changed`, on which the navigation's count reloads itself
 (pages/views/nav.py); a plain POST redirects to the inbox with a message.
@@ -25,6 +27,7 @@ from django.views.decorators.http import require_http_methods
 from activity.actors import Actor
 from lib.errors import InvalidInput, NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, done, render_page, target_partial
+from memory.look_alike import look_alike_groups
 from memory.models import MemoryProposal, ProposalAction, ProposalStatus, ProposalTrigger
 from memory.occurrence import from_stored, stored_problem
 from memory.review import MAX_BULK, proposal_accept, proposal_reject, proposals_decide
@@ -289,12 +292,34 @@ def _row_response(request: HtmxHttpRequest, row: Row) -> HttpResponse:
 # ---------------------------------------------------------------- the page
 
 
+@dataclass(frozen=True)
+class LookAlikeLine:
+    """The Inbox's one line about agents' notes that look alike (memory/look_alike.py)."""
+
+    groups: int
+    notes: int
+
+
+def _look_alike_context(user: AbstractBaseUser) -> dict[str, Any]:
+    groups = look_alike_groups(user=user)
+    line = LookAlikeLine(len(groups), sum(len(group.notes) for group in groups))
+    return {"look_alike": line}
+
+
+# The regions an htmx GET of the page asks for alone, by HX-Target: the pending list (a
+# refresh after a decision), and the look-alike line, which the page asks for once it has
+# loaded, so that comparing notes never holds the Inbox up (memory/look_alike.py).
+REGIONS = {"inbox-list": "inbox_list", "look-alike": "look_alike_line"}
+REGION_CONTEXTS = {"inbox_list": _list_context, "look_alike_line": _look_alike_context}
+
+
 @login_required
 @require_http_methods(["GET", "HEAD"])
 def inbox_page(request: HtmxHttpRequest) -> HttpResponse:
-    partial = target_partial(request, {"inbox-list": "inbox_list"})
-    if partial is not None:  # the pending list alone (a refresh after a decision)
-        return render_page(request, PAGE, _list_context(request.user), partial=partial)
+    partial = target_partial(request, REGIONS)
+    if partial is not None:
+        context = REGION_CONTEXTS[partial](request.user)
+        return render_page(request, PAGE, context, partial=partial)
     return render_page(request, PAGE, _page_context(request))
 
 

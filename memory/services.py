@@ -33,6 +33,7 @@ from memory.models import (
     MAX_TAGS,
     MAX_VALUE_LENGTH,
     HistoryAction,
+    LookAlikeDismissal,
     Memory,
     MemoryHistory,
     MemoryProposal,
@@ -56,6 +57,7 @@ from search.indexing import request_embedding
 from search.services import RELAXED_CTE, SearchLogRow, relaxed_commit
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from uuid import UUID
 
     from django.contrib.auth.models import AbstractBaseUser
@@ -103,8 +105,8 @@ class MemoryWrite:
 
 class ReviewRequired(ServiceError):
     """An agent's write did not apply: it waits in the user's review inbox as `proposal`
-    (it would change or delete what the user stated, overlaps a memory, or the user
-    reviews agents' new memories). The API answers 202 pending_review."""
+    (it would change or delete what the user stated, adds to a memory the user stated, or
+    the user reviews agents' new memories). The API answers 202 pending_review."""
 
     code = "pending_review"
 
@@ -624,6 +626,29 @@ def _candidate_keys(
             keys.append(key)
         number += 1
     return keys
+
+
+# As many as a bulk action takes (memory/bulk.py MAX_SELECTED): more than any group of
+# look-alikes memory/look_alike.py finds among the notes it compares.
+MAX_LOOK_ALIKES = 500
+
+
+def look_alike_dismiss(
+    *, user: AbstractBaseUser, memory_ids: Iterable[int], actor: Actor
+) -> LookAlikeDismissal:
+    """Leave a group of look-alike notes as they are (memory/look_alike.py): a group made
+    only of these notes is not suggested again. The user's choice only. No memory changes,
+    so no history row or activity event is written; ids that name no memory of the user's
+    (deleted since, or never theirs) are left out."""
+    if actor.kind != ActorKind.USER:
+        raise Forbidden("Only the user tidies their notes.", field="ids")
+    wanted = {int(pk) for pk in memory_ids}
+    if len(wanted) > MAX_LOOK_ALIKES:
+        raise InvalidInput(f"At most {MAX_LOOK_ALIKES} notes at a time.", field="ids")
+    ids = sorted(Memory.objects.filter(user=user, pk__in=wanted).values_list("pk", flat=True))
+    if len(ids) < 2:
+        raise InvalidInput("Fewer than two of these notes are still there.", field="ids")
+    return LookAlikeDismissal.objects.create(user=user, memory_ids=ids)
 
 
 def memory_rename(*, user: AbstractBaseUser, key: str, new_key: str, actor: Actor) -> MemoryWrite:

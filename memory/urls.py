@@ -1,9 +1,10 @@
-"""The review inbox (memory/review_views.py), mounted at the root (config/urls.py). The
-navigation's count of it is pages/views/nav.py."""
+"""The review inbox (memory/review_views.py) and its look-alike notes
+(memory/look_alike_views.py), mounted at the root (config/urls.py). The navigation's count
+of it is pages/views/nav.py."""
 
 from django.urls import path
 
-from memory import review_views
+from memory import look_alike_views, review_views
 
 urlpatterns = [
     path("context/inbox/", review_views.inbox_page, name="review_inbox"),
@@ -17,5 +18,16 @@ urlpatterns = [
         "context/inbox/<int:pk>/reject/",
         review_views.proposal_reject_view,
         name="proposal_reject",
+    ),
+    path("context/inbox/look-alike/", look_alike_views.look_alike_page, name="look_alike_notes"),
+    path(
+        "context/inbox/look-alike/merge/",
+        look_alike_views.look_alike_merge,
+        name="look_alike_merge",
+    ),
+    path(
+        "context/inbox/look-alike/dismiss/",
+        look_alike_views.look_alike_dismiss_view,
+        name="look_alike_dismiss",
     ),
 ]

@@ -5,7 +5,7 @@ from django.db import DataError, IntegrityError, connection, transaction
 
 from activity.models import ActivityEvent
 from context.models import Document
-from memory.models import Memory, MemoryHistory
+from memory.models import LookAlikeDismissal, Memory, MemoryHistory
 from profiles.models import Agent, AgentToken, Profile
 from work.models import WorkItem
 
@@ -106,6 +106,15 @@ def test_history_states_must_match_action(alice):
     _fails(history(action="delete", before=None, after={"value": "b"}))
     _fails(history(action="update", before={"value": "a"}, after=None))
     _fails(history(action="explode", after={"value": "b"}))
+    # A merge keeps the memory's state and, in `after`, the note merged into it.
+    _fails(history(action="merge", before=None, after={"value": "a", "merged": {"value": "b"}}))
+    _fails(history(action="merge", before={"value": "a"}, after={"value": "a"}))
+    history(action="merge", before={"value": "a"}, after={"value": "a", "merged": {"value": "b"}})()
+
+
+def test_a_look_alike_dismissal_names_a_group(alice):
+    _fails(lambda: LookAlikeDismissal.objects.create(user=alice, memory_ids=[1]))
+    LookAlikeDismissal.objects.create(user=alice, memory_ids=[1, 2])
 
 
 def test_actor_columns_must_agree_with_actor_type(alice, alice_agent):

@@ -316,3 +316,36 @@ def test_an_import_keeps_a_merge_with_a_readable_note():
     assert "cannot have happened" in past_change_problem(
         _past("merge", None, {**state, "merged": {"value": NOTE}})
     )
+
+
+# ---------------------------------------------------------------- shown on the pages
+
+
+def test_the_history_page_shows_the_merged_note_escaped_and_offers_no_restore(client, alice, agent):
+    existing = _note(alice, agent, value="Prefers bullet points in written reports <b>")
+    with pytest.raises(DuplicateMemory) as duplicate:
+        memory_upsert(
+            user=alice, key="preference:format", value="Prefers bullet points <b>", actor=agent
+        )
+    merge = duplicate.value.history
+    client.force_login(alice)
+
+    html = client.get(f"/memories/{existing.pk}/history/").content.decode()
+
+    item = html[html.index(f'<li id="history-{merge.pk}"') :]
+    item = item[: item.index("</li>")]
+    assert "<strong>Merged a note</strong>" in item
+    assert 'Said it again: <span class="new">Prefers bullet points &lt;b&gt;</span>' in item
+    assert "Restore" not in item
+
+
+def test_the_activity_page_says_a_note_was_merged(client, alice, agent):
+    _note(alice, agent, value=SAME)
+    with pytest.raises(DuplicateMemory):
+        memory_upsert(user=alice, key="preference:report-format", value=NOTE, actor=agent)
+    client.force_login(alice)
+
+    html = client.get("/activity/").content.decode()
+
+    assert "Merged a note into" in html
+    assert "it said nothing new; kept in the history" in html

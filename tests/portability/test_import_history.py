@@ -17,7 +17,7 @@ from activity.actors import Actor
 from context.models import DocumentVersion
 from context.services import document_write
 from memory.models import MemoryHistory
-from memory.services import memory_upsert
+from memory.services import DuplicateMemory, memory_upsert
 from portability import format as fmt
 from portability import importing, tasks
 from portability.models import ImportJob, ImportStatus
@@ -272,3 +272,28 @@ def test_the_admin_shows_jobs_read_only(admin_client, alice):
     assert b'name="_save"' not in page.content
     add = admin_client.get(reverse("admin:portability_importjob_add"))
     assert add.status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_note_merged_into_a_memory_comes_along_in_its_history(alice_with_history):
+    agent = Agent.objects.get(user=alice_with_history, name="assistant")
+    with pytest.raises(DuplicateMemory):  # adds nothing to fact:likes-tea: merged (issue 26)
+        memory_upsert(
+            user=alice_with_history,
+            key="fact:green-tea",
+            value="Drinks green tea",
+            actor=Actor.for_agent(agent),
+        )
+    newcomer = UserFactory(username="newcomer")
+
+    job = run_import(newcomer, export_bytes(alice_with_history))
+
+    assert job.status == ImportStatus.DONE, job.error
+    assert job.refused == 0, job.items
+    merge = MemoryHistory.objects.get(user=newcomer, action="merge")
+    assert (merge.key, merge.after["merged"], merge.actor_agent.name) == (
+        "fact:likes-tea",
+        {"value": "Drinks green tea"},
+        "assistant",
+    )
+    assert merge.memory.value == "Drinks green tea, never after six"

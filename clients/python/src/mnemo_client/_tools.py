@@ -173,7 +173,8 @@ class CompleteBootstrap(TypedDict):
 class CreateMemoryResult(TypedDict):
     # created, updated or unchanged: applied (unchanged: it was so already). pending_review
     # (answer 202): it waits for the user as `proposal`. duplicate: an entry of the same kind
-    # already says it (`memory`); nothing was added.
+    # already says it (`memory`); no memory was added, and the text is kept in that entry's
+    # history.
     status: CreateMemoryStatusEnum
     # true if the key was new.
     created: bool
@@ -415,7 +416,8 @@ class Proposal(TypedDict):
     action: ProposalActionEnum
     status: ProposalStatusEnum
     # Why it waits: user_stated (it changes what the user said), new_memory (the user reviews
-    # agents' new memories), near_duplicate (it overlaps an entry).
+    # agents' new memories), near_duplicate (it adds to an entry the user stated, or to any entry
+    # while the user reviews agents' new memories).
     trigger: TriggerEnum
     # The memory when proposed.
     before: Any
@@ -456,8 +458,9 @@ class RecentPage(TypedDict):
 
 class StoreResult(TypedDict):
     # created (201): stored under `key`. duplicate: a memory of the category already says it;
-    # `key` is that one, nothing was added. unchanged: this content is stored under `key` already.
-    # pending_review (202): it waits for the user as `proposal`.
+    # `key` is that one: no memory was added, and the content is kept in its history. unchanged:
+    # this content is stored under `key` already. pending_review (202): it waits for the user as
+    # `proposal`.
     status: StoreResultStatusEnum
     # The memory's key: the one written, the one that already says it, or the one the proposal
     # would add or change.
@@ -544,7 +547,8 @@ class Turn(TypedDict):
 class UpdateResult(TypedDict):
     # created, updated or unchanged: applied (unchanged: it was so already). pending_review
     # (answer 202): it waits for the user as `proposal`. duplicate: an entry of the same kind
-    # already says it (`memory`); nothing was added.
+    # already says it (`memory`); no memory was added, and the text is kept in that entry's
+    # history.
     status: UpdateMemoryStatusEnum
     # The memory as it is now.
     memory: Memory
@@ -767,11 +771,13 @@ class Tools:
         charge: a change to a memory the user stated does not apply but waits for their
         review (202, status pending_review, with the proposal), as do all new memories if
         the user chose to review them. A new entry that one of the same kind already says
-        adds nothing (200, status duplicate, naming it), or if it adds something, becomes a
-        proposal to update that one (202). Search before you write. Never store a credential
-        (an API key, a password, a card number, …): 422 secret_refused, and nothing is
-        written. occurred_at says when what it says happened or was said (default: now) and
-        session which conversation you are in.
+        adds nothing: no memory is added and your text is kept in that one's history (200,
+        status duplicate, naming it). One that adds something to a near entry an agent wrote
+        is stored as its own memory (201); one that adds to a near entry the user stated
+        becomes a proposal to update that one (202). Search before you write. Never store a
+        credential (an API key, a password, a card number, …): 422 secret_refused, and
+        nothing is written. occurred_at says when what it says happened or was said
+        (default: now) and session which conversation you are in.
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
@@ -1129,14 +1135,15 @@ class Tools:
 
         Store a new memory without choosing a key: it is made from the content's first words
         (numbered if taken), and adding never replaces a memory. Returns the key (201). If a
-        memory of the category already says it, nothing is added and you get its key (200,
-        status duplicate); the same content again is 200, status unchanged. If the content
-        adds to a near one, or the user reviews agents' new memories, it waits for the user
-        (202, status pending_review, with the proposal). Use update_memory to change a
-        memory you know the key of. A credential (an API key, a password, a card number, …)
-        is never stored: 422 secret_refused. Pass occurred_at when what it says happened at
-        another time than now ("last Tuesday" as a date) and session to say which
-        conversation you are in.
+        memory of the category already says it, no memory is added: the content is kept in
+        that one's history and you get its key (200, status duplicate); the same content
+        again is 200, status unchanged. Content that adds something to a near memory an
+        agent wrote is stored as its own (201). If it adds to a near memory the user stated,
+        or the user reviews agents' new memories, it waits for the user (202, status
+        pending_review, with the proposal). Use update_memory to change a memory you know
+        the key of. A credential (an API key, a password, a card number, …) is never stored:
+        422 secret_refused. Pass occurred_at when what it says happened at another time than
+        now ("last Tuesday" as a date) and session to say which conversation you are in.
 
         Args:
             content: What to remember, 1–2000 characters of plain text: one self-contained
