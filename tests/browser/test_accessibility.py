@@ -285,6 +285,13 @@ def seed(user, settings) -> dict[str, Any]:
     memory_upsert(
         user=user, key="preference:bullets", value="Bullet points in reports", actor=by_agent
     )
+    # Near it, and adds a word: stored beside it, and the two look alike (issue 26).
+    memory_upsert(
+        user=user,
+        key="preference:short-bullets",
+        value="Bullet points in short reports",
+        actor=by_agent,
+    )
     memory_upsert(user=user, key="fact:phone", value="An old phone number", actor=me)
     memory_delete(user=user, key="fact:phone", actor=me)
     with pytest.raises(ReviewRequired):
@@ -425,6 +432,7 @@ def signed_in_visits(seeded: dict[str, Any]) -> list[Visit]:
         Visit("history-entry", f"/history/{seeded['history'].pk}/", shows="Drinks green tea"),
         Visit("deleted", "/deleted/", shows="An old phone number"),
         Visit("inbox", "/context/inbox/", shows="Tea first."),
+        Visit("look-alike", "/context/inbox/look-alike/", shows="Bullet points in short reports"),
         Visit("activity", "/activity/", shows="fact:tea"),
         Visit("turns", "/turns/", shows="1 observation captured"),
         Visit("turn", f"/turns/{turn.pk}/", shows="Prefers tabs over spaces"),

@@ -172,3 +172,40 @@ def test_an_identity_files_proposal_is_accepted_and_another_rejected_in_place(
         expect(inbox_link(page)).to_have_accessible_name("Inbox")
     assert Document.objects.get(user=alice, path="SOUL.md").body == "Be kind and brief."
     assert not Document.objects.filter(user=alice, path="AGENTS.md").exists()
+
+
+def test_look_alike_notes_are_a_line_in_the_inbox_and_merge_in_place(
+    signed_in_page, alice, live_server, token, same_document
+):
+    """Issue 26: an agent's note beside another agent's note is stored, not proposed; the
+    Inbox says they look alike once it has loaded, and a merge swaps in place."""
+    first = call_api(
+        live_server,
+        token,
+        "create_memory",
+        {"key": "preference:bullets", "value": "Prefers bullet points in reports"},
+    )
+    second = call_api(
+        live_server,
+        token,
+        "create_memory",
+        {"key": "preference:short", "value": "Prefers short bullet points in reports"},
+    )
+    assert (first[0], second[0]) == (201, 201)
+    page = signed_in_page(alice)
+
+    page.goto(f"{live_server.url}/context/inbox/")
+    expect(page.locator("#look-alike")).to_contain_text("2 notes look alike")
+    expect(inbox_link(page)).to_have_accessible_name("Inbox")  # nothing waits
+    page.locator("#look-alike").get_by_role("link", name="merge?").click()
+    expect(page.get_by_role("heading", name="Notes that look alike")).to_be_visible()
+    page.get_by_label("Prefers bullet points in reports", exact=True).check()
+
+    with same_document(page):
+        page.get_by_role("button", name="Merge: keep the one chosen, delete the other 1").click()
+        group = page.locator("li.look-alike")
+        expect(group.get_by_role("status")).to_contain_text("Merged: 1 note deleted")
+        expect(group.get_by_role("button", name="Undo the merge")).to_be_visible()
+    assert list(Memory.objects.filter(user=alice).values_list("key", flat=True)) == [
+        "preference:bullets"
+    ]
