@@ -118,7 +118,7 @@ def run() -> None:
         fused = fusion.fuse(
             seen["keyword"],
             seen["vector"],
-            floor=fusion.floor_for_query(ranking.floor_for(vector), query),
+            floor=ranking.floor_for(vector, query),
             enforce_floor=not closest,
             vector_weight=0.7,
             keyword_weight=0.3,

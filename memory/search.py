@@ -33,7 +33,6 @@ from django.utils import timezone
 from memory.models import Memory, Source
 from memory.selectors import memory_list, user_zone
 from memory.services import memory_count_uses
-from search.fusion import floor_for_query
 from search.models import SearchTool
 from search.periods import Period, find_period, without_period
 from search.ranking import (
@@ -141,7 +140,7 @@ def rank_memories(
         closest=closest,
         keyword_query=without_period(query, period) if period else None,
     )
-    floor = floor_for_query(floor_for(vector), query)
+    floor = floor_for(vector, query)
     ranked = []
     for pk, ranks in fused.items():
         stated = source[pk] == Source.USER_STATED

@@ -183,7 +183,7 @@ def fuse(
     fused = fusion.fuse(
         keyword_rows,
         vector_rows,
-        floor=fusion.floor_for_query(floor_for(vector), query),
+        floor=floor_for(vector, query),
         enforce_floor=not closest,
         vector_weight=settings.MNEMO_SEARCH_VECTOR_WEIGHT,
         keyword_weight=settings.MNEMO_SEARCH_KEYWORD_WEIGHT,
@@ -211,10 +211,11 @@ def _split_sides(
     return keyword_rows, vector_rows, values
 
 
-def floor_for(vector: QueryVector | None) -> Floor:
-    """The relevance floor of the query's embedding model (search/fusion.py); without a
-    query vector, only words can answer."""
-    return fusion.floor_for_model(vector.model if vector is not None else None)
+def floor_for(vector: QueryVector | None, query: str) -> Floor:
+    """The relevance floor of the query's embedding model, raised for a short query
+    (search/fusion.py); without a query vector, only words can answer."""
+    model_floor = fusion.floor_for_model(vector.model if vector is not None else None)
+    return fusion.floor_for_query(model_floor, query)
 
 
 VECTOR = "vector"  # the keyword side's rows say KEYWORD (search/keyword.py)
