@@ -98,7 +98,8 @@ def run() -> None:
     real_fusion_fuse = fusion.fuse
 
     def cached_fuse(rows, query, vector, *columns, closest=False, keyword_query=None):
-        key = (str(rows.query), query, keyword_query, columns)
+        # The query's vector is a part of the key: a variant may embed other words.
+        key = (str(rows.query), query, keyword_query, columns, vector and vector.vector[0])
         if key not in captured:
             seen = {}
 
@@ -120,8 +121,8 @@ def run() -> None:
             seen["vector"],
             floor=ranking.floor_for(vector, query),
             enforce_floor=not closest,
-            vector_weight=0.7,
-            keyword_weight=0.3,
+            vector_weight=weights["vector"],
+            keyword_weight=1 - weights["vector"],
             pending=seen["pending"],
         )
         return fused, values
@@ -174,6 +175,7 @@ def run() -> None:
     model = get_embedder(memory_search.MEMORY_ROLE).model.split("+")[0]
     e5 = fusion.CALIBRATED_FLOORS[model]
     options = {"embed_without_period": False}
+    weights = {"vector": 0.7}
     grid = {
         "span": [0.10],
         "raise": [0.025],
@@ -182,6 +184,7 @@ def run() -> None:
         "hits": [3],
         "strong": [0.5],
         "strip": [0],  # 1: the vector side embeds the query without its period too
+        "vw": [0.7],  # the meaning side's weight in the blend (MNEMO_SEARCH_VECTOR_WEIGHT)
     }
 
     def run_grid(grid: dict[str, list[float]], queue: list[str]) -> None:
@@ -202,6 +205,7 @@ def run() -> None:
             ranking.STRONG_HITS = int(chosen["hits"])
             ranking.STRONG_SCORE = chosen["strong"]
             options["embed_without_period"] = bool(chosen["strip"])
+            weights["vector"] = chosen["vw"]
             evaluate(" ".join(f"{k}={v:g}" for k, v in chosen.items()))
 
     queue = [argument for argument in sys.argv[1:] if "=" in argument]

