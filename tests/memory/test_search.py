@@ -56,7 +56,8 @@ def test_a_memory_searched_100_times_does_not_outrank_a_clearly_better_match(ali
 def test_a_year_old_user_stated_memory_that_matches_best_still_ranks_first(
     alice, alice_agent, monkeypatch
 ):
-    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: None)  # words only
+    # Words only: no query vector.
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: None)
     stated = say(
         alice, "fact:home", "Lives in Singapore with a dog named Biscuit", Actor.for_user(alice)
     )
