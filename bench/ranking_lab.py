@@ -89,10 +89,9 @@ def run() -> None:
 
     def vector_of(query: str, role: str) -> Any:
         if query not in vectors:
-            vectors[query] = real_query_vector(query, role)
+            vectors[query] = ranking.resolved(ranking.query_vector_soon(query, role))
         return vectors[query]
 
-    real_query_vector = memory_search.query_vector
     captured: dict[tuple, tuple] = {}
     real_fuse = ranking.fuse
     real_fusion_fuse = fusion.fuse

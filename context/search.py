@@ -19,7 +19,15 @@ from context.workspace import readable_scope, under_prefix
 from memory.models import Memory
 from memory.search import MEMORY_ROLE, MemoryHit, memory_hits, rank_memories
 from search.models import SearchTool
-from search.ranking import Ranks, check_query, freshness, fuse, headline, query_vectors
+from search.ranking import (
+    Ranks,
+    check_query,
+    freshness,
+    fuse,
+    headline,
+    query_vector_soon,
+    query_vectors_soon,
+)
 from search.services import search_log
 
 if TYPE_CHECKING:
@@ -27,7 +35,7 @@ if TYPE_CHECKING:
     from django.db.models import Q
 
     from profiles.models import Agent
-    from search.ranking import QueryVector
+    from search.ranking import PendingVector, QueryVector
 
 # The embedder_role of the document source (context/apps.py registers it).
 DOCUMENT_ROLE = "documents"
@@ -69,7 +77,7 @@ def search_documents(
     )
     if path_prefix:
         readable &= under_prefix(path_prefix, agent, path_field="document__path")
-    vector = query_vectors(query, [DOCUMENT_ROLE])[DOCUMENT_ROLE]
+    vector = query_vector_soon(query, DOCUMENT_ROLE)
     hits = _document_hits(readable, query, vector, limit)
     search_log(user=user, tool=SearchTool.MEMORY_SEARCH, started=started, results=len(hits))
     return hits
@@ -96,7 +104,7 @@ def search_everything(
     "show the closest")."""
     started = time.perf_counter()
     query, limit = check_query(query, limit)
-    vectors = query_vectors(query, [MEMORY_ROLE, DOCUMENT_ROLE])
+    vectors = query_vectors_soon(query, [MEMORY_ROLE, DOCUMENT_ROLE])
     ranked = rank_memories(
         user=user, query=query, vector=vectors[MEMORY_ROLE], limit=limit, closest=closest
     )
@@ -113,7 +121,12 @@ def search_everything(
 
 
 def _document_hits(
-    scope: Q, query: str, vector: QueryVector | None, limit: int, *, closest: bool = False
+    scope: Q,
+    query: str,
+    vector: QueryVector | PendingVector | None,
+    limit: int,
+    *,
+    closest: bool = False,
 ) -> list[DocumentHit]:
     fused, _ = fuse(DocumentChunk.objects.filter(scope), query, vector, closest=closest)
     rows = (

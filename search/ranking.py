@@ -336,43 +336,31 @@ def resolved(vector: QueryVector | PendingVector | None) -> QueryVector | None:
 
 
 def query_vector_soon(query: str, role: str) -> PendingVector:
-    """query_vector() finished on another thread: the caller runs the keyword side
-    meanwhile, and fuse() waits for the vector only when the vector side needs it
-    (bench/README.md, "Embedding while the keyword side runs"). The embedder is fetched
-    (built, the first time) here, on the caller's thread: building a local model runs on
-    the model's thread, which must not be waiting for the lock the builder holds."""
-    if time.monotonic() < _Cooldown.until:
-        return PendingVector()
-    try:
-        embedder = get_query_embedder(role)
-    except EmbeddingError as error:
-        _cool_down(error)
-        return PendingVector()
-    return PendingVector(query_thread(role).submit(_embed_or_cool_down, embedder, query))
+    """The query's embedding by the embedder of `role` (a source's embedder_role), made on
+    another thread: the caller runs the keyword side meanwhile, and fuse() waits for the
+    vector only when the vector side needs it (bench/README.md, "Embedding while the
+    keyword side runs"). Its result is None while the provider is failing: the keyword
+    side still answers, and no search waits on a provider that just failed."""
+    return query_vectors_soon(query, [role])[role]
 
 
-def query_vector(query: str, role: str) -> QueryVector | None:
-    """The query's embedding by the embedder of `role` (a source's embedder_role), or None
-    while the provider is failing: the keyword side still answers, and no search waits on
-    a provider that just failed."""
-    return query_vectors(query, [role])[role]
-
-
-def query_vectors(query: str, roles: Iterable[str]) -> dict[str, QueryVector | None]:
-    """The query embedded for each role, once per distinct model (a search over sources
-    whose roles share an embedder asks the provider once)."""
+def query_vectors_soon(query: str, roles: Iterable[str]) -> dict[str, PendingVector]:
+    """query_vector_soon() for each role, once per distinct model. The embedders are
+    fetched (built, the first time) here, on the caller's thread: building a local model
+    runs on the model's thread, which must not be waiting for the lock the builder holds."""
     roles = list(dict.fromkeys(roles))
     if time.monotonic() < _Cooldown.until:
-        return dict.fromkeys(roles)
+        return {role: PendingVector() for role in roles}
     try:
         embedders = {role: get_query_embedder(role) for role in roles}
-        by_model: dict[str, QueryVector] = {}
-        for embedder in embedders.values():
-            if embedder.model not in by_model:
-                by_model[embedder.model] = _embed_query(embedder, query)
     except EmbeddingError as error:
         _cool_down(error)
-        return dict.fromkeys(roles)
+        return {role: PendingVector() for role in roles}
+    by_model: dict[str, PendingVector] = {}
+    for role, embedder in embedders.items():
+        if embedder.model not in by_model:
+            future = query_thread(role).submit(_embed_or_cool_down, embedder, query)
+            by_model[embedder.model] = PendingVector(future)
     return {role: by_model[embedder.model] for role, embedder in embedders.items()}
 
 

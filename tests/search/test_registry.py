@@ -15,7 +15,7 @@ from django.test.utils import isolate_apps
 from lib.search_fields import EmbeddingFields
 from search import indexing
 from search.embeddings import get_embedder
-from search.ranking import fuse, query_vector
+from search.ranking import fuse, query_vector_soon
 from search.registry import SearchSource, register, source_for, sources, unregister
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +85,7 @@ def test_its_rows_are_embedded_and_ranked_like_any_other(notes):
     assert list(stored[0].embedding) == pytest.approx(embedder.embed([NOTES["parcel"]])[0])
 
     query = "which hot beverage does she drink at breakfast"
-    fused, (texts,) = fuse(note.objects.all(), query, query_vector(query, "memories"), "text")
+    fused, (texts,) = fuse(note.objects.all(), query, query_vector_soon(query, "memories"), "text")
     best, ranks = next(iter(fused.items()))
     assert best == rows["tea"].pk
     assert (ranks.keyword_rank, ranks.vector_rank) == (None, 1)

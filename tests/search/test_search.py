@@ -340,6 +340,18 @@ def test_the_keyword_side_runs_while_the_query_is_embedded(corpus, monkeypatch):
     assert hits[0].ranks.vector_rank is not None  # the vector came, and was used
 
 
+def test_the_search_box_embeds_the_query_once_when_both_layers_share_a_model(
+    alice, openai_server, settings
+):
+    use_openai(settings, openai_server)  # documents follow the memories' provider: one model
+    remember(alice)  # not embedded by that model yet: found by their words
+
+    results = search_everything(user=alice, query="the weekly report")
+
+    assert [request.json["input"] for request in openai_server.requests] == [["the weekly report"]]
+    assert keys(results.memories) == ["instruction:reports"]
+
+
 def test_a_memory_deleted_while_searching_is_left_out(corpus, monkeypatch):
     rank = memory_search.rank_memories
 
