@@ -16,12 +16,15 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
-from datetime import UTC, date, datetime, time, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
 from lib.errors import InvalidInput
 from memory.models import MAX_SESSION_LENGTH
 
 MIN_YEAR, MAX_YEAR = 1900, 2200
+# A page shows the day a memory was said only when it is this far from the day the memory
+# was written: said the day it was written, it says nothing the row's own time does not.
+SAID_APART = timedelta(days=1)
 _EG = "e.g. 2023-05-08, 2023-05-08T13:56:00 or 2023-05-08T13:56:00+02:00"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DATE_TIME = re.compile(
@@ -114,3 +117,9 @@ def stored_problem(text: object) -> str:
 def from_stored(text: str) -> datetime:
     """A stored `occurred_at` that passed stored_problem, as the row holds it."""
     return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def said_worth_showing(occurred_at: datetime, created_at: datetime) -> bool:
+    """Whether a page shows the day a memory was said: an agent's dated note, an import, a
+    past event; not a memory said when it was written."""
+    return abs(occurred_at - created_at) > SAID_APART

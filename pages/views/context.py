@@ -65,7 +65,7 @@ from memory.forms import (
 )
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN, PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
-from memory.occurrence import from_stored, stored_problem
+from memory.occurrence import from_stored, said_worth_showing, stored_problem
 from memory.selectors import (
     MemoryBatch,
     deleted_batch_list,
@@ -214,9 +214,6 @@ class StyleRow:
     kept: bool = False  # hx-preserve: the browser keeps the row being edited (_kept)
 
 
-SAID_APART = timedelta(days=1)
-
-
 def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
     """Attach where each memory came from (stated by the user, or noted by which agent), its
     kind as a word, its text as a short quote, and whether the day it was said is worth
@@ -228,7 +225,7 @@ def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
         memory.quoted = _quoted(memory.value)
         # The day it was said, when that is not the day it was written (which says nothing
         # the row's time does not): an agent's dated note, an import, a past event.
-        memory.said_shown = abs(memory.occurred_at - memory.created_at) > SAID_APART
+        memory.said_shown = said_worth_showing(memory.occurred_at, memory.created_at)
         if memory.source == Source.USER_STATED:
             memory.origin_kind, memory.origin_label = "user", "stated by you"
         elif memory.key in agents:

@@ -32,6 +32,7 @@ from context.selectors import global_documents_readable, scope_of_row
 from lib.errors import InvalidInput
 from lib.pages import HtmxHttpRequest, render_page
 from memory.keys import ENTRY_KINDS
+from memory.occurrence import said_worth_showing
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, Ranks
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class MemoryResult:
     url: str
     how: str  # "words #1 · meaning #3"
     why: str  # the same spelled out, with the score
+    said_shown: bool  # the day it was said is worth showing (memory/occurrence.py)
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,13 @@ def _memory_url(hit: MemoryHit) -> str:
 
 def _memory_result(hit: MemoryHit) -> MemoryResult:
     factors = f"× freshness {hit.freshness:.3f} × use {hit.use_factor:.3f}"
+    memory = hit.memory
     return MemoryResult(
-        hit=hit, url=_memory_url(hit), how=_how(hit.ranks), why=_why(hit.ranks, hit.score, factors)
+        hit=hit,
+        url=_memory_url(hit),
+        how=_how(hit.ranks),
+        why=_why(hit.ranks, hit.score, factors),
+        said_shown=said_worth_showing(memory.occurred_at, memory.created_at),
     )
 
 

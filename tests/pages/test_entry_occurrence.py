@@ -243,3 +243,28 @@ def test_the_history_page_says_when_the_day_or_conversation_changed(as_alice, al
     # The first version can be restored: it differs from now in its time and conversation.
     first = memory.history.order_by("id").first()
     assert f'action="/history/{first.pk}/restore/"' in body
+
+
+def test_a_search_result_says_when_and_in_which_conversation_it_was_said(as_alice, alice_agent):
+    dated = noted(
+        alice_agent,
+        "fact:moved",
+        "Moved to Lisbon in spring",
+        occurred_at="2023-05-07T20:00:00Z",
+        session=SCRIPT,
+    )
+    today = noted(alice_agent, "fact:lisbon-flat", "Rents a flat in Lisbon")
+
+    body = as_alice.get("/search/", {"q": "Lisbon"}).content.decode()
+
+    hits = body.split('<li class="search-hit memory-hit">')[1:]
+    by_key = {
+        memory.key: next(hit for hit in hits if memory.key in hit) for memory in (dated, today)
+    }
+    assert SCRIPT not in body
+    assert (
+        'said <time datetime="2023-05-08T04:00:00+08:00" title="May 8, 2023, 4 a.m.">'
+        '8 May 2023</time> · in conversation <span class="session">'
+        "&lt;script&gt;alert(1)&lt;/script&gt;</span>"
+    ) in by_key["fact:moved"]
+    assert '<span class="said">' not in by_key["fact:lisbon-flat"]
