@@ -1096,9 +1096,11 @@ def _merge_note(
     `merge` row (memory/models.py HistoryAction) and its memory_written event.
 
     The memory itself is left as it was, updated_at included: its text did not change, and
-    updated_at is what an import's "newer change wins" and search's freshness read. The same
-    note from the same actor again (a retry) is kept once."""
-    note = {"value": fields["value"]}
+    updated_at is what an import's "newer change wins" and search's freshness read. The note
+    keeps when it was said and in which conversation when the agent gave them (the memory
+    keeps its own). The same note from the same actor again (a retry) is kept once."""
+    said = {name: fields[name] for name in ("occurred_at", "session") if name in fields}
+    note = {"value": fields["value"], **_snapshot_fields(said)}
     kept = MemoryHistory.objects.filter(
         memory=memory, action=HistoryAction.MERGE, after__merged=note, **actor.as_fields()
     )

@@ -68,11 +68,16 @@ def state_problem(state: object, *, renamed: bool = False) -> str:
 
 def merged_problem(state: object) -> str:
     """Why the state a merge left (HistoryAction.MERGE: the memory's state, and under
-    "merged" the note merged into it, {"value": its text}) holds no readable note ("" when
-    it holds one). The state itself is checked by state_problem."""
+    "merged" the note merged into it, {"value": its text} and, when the agent gave them, its
+    "occurred_at" and "session") holds no readable note ("" when it holds one). The state
+    itself is checked by state_problem."""
     note = state.get("merged") if isinstance(state, dict) else None
     if not isinstance(note, dict) or "value" not in note:
         return "the merged note is not an object with a value"
+    if "occurred_at" in note and (problem := stored_problem(note["occurred_at"])):
+        return problem
+    if "session" in note and (problem := session_problem(note["session"])):
+        return f"its session {problem}"
     return _value_problem(note["value"])
 
 

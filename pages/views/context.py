@@ -214,6 +214,25 @@ class StyleRow:
     kept: bool = False  # hx-preserve: the browser keeps the row being edited (_kept)
 
 
+@dataclass(frozen=True)
+class MergedSaid:
+    """When and in which conversation a merged note was said, as pages/_said.html shows it."""
+
+    occurred_at: datetime | None
+    session: str
+    said_shown: bool
+
+
+def _merged_said(note: dict[str, Any], merged_at: datetime) -> MergedSaid | None:
+    """The time and conversation a merged note (read by merged_problem) came with, if any."""
+    occurred_at = from_stored(note["occurred_at"]) if "occurred_at" in note else None
+    session = note.get("session", "")
+    shown = occurred_at is not None and said_worth_showing(occurred_at, merged_at)
+    if not shown and not session:
+        return None
+    return MergedSaid(occurred_at=occurred_at, session=session, said_shown=shown)
+
+
 def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
     """Attach where each memory came from (stated by the user, or noted by which agent), its
     kind as a word, its text as a short quote, and whether the day it was said is worth
@@ -1143,6 +1162,7 @@ def _history_context(
         row.said_change, row.session_change = _when_changed(before, after)
         note = after.get("merged")
         row.merged_value = _shown(note.get("value")) if isinstance(note, dict) else None
+        row.merged_said = _merged_said(note, row.created_at) if merged and not row.damaged else None
         if renamed:
             row.old_key = _shown(before.get("key")) or ""
             row.new_key = _shown(after.get("key")) or row.key

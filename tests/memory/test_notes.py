@@ -318,7 +318,54 @@ def test_an_import_keeps_a_merge_with_a_readable_note():
     )
 
 
+def test_an_import_checks_a_merged_notes_time_and_conversation():
+    state = {
+        "value": SAME,
+        "source": "tp_extracted",
+        "confidence": 0.8,
+        "tags": [],
+        "pinned": False,
+    }
+
+    def merged(**note):
+        return past_change_problem(_past("merge", state, {**state, "merged": note}))
+
+    assert merged(value=NOTE, occurred_at="2023-05-08T00:00:00+00:00", session="chat-7") == ""
+    assert "occurred_at" in merged(value=NOTE, occurred_at="last spring")
+    assert "session" in merged(value=NOTE, session="two\nlines")
+
+
 # ---------------------------------------------------------------- shown on the pages
+
+
+def test_a_merged_note_keeps_when_and_in_which_conversation_it_was_said(client, alice, agent):
+    existing = _note(alice, agent, value=SAME)
+    with pytest.raises(DuplicateMemory) as duplicate:
+        memory_upsert(
+            user=alice,
+            key="preference:report-format",
+            value=NOTE,
+            actor=agent,
+            occurred_at="2023-05-08",
+            session="chat-7 <b>",
+        )
+    merge = duplicate.value.history
+
+    assert merge.after["merged"] == {
+        "value": NOTE,
+        "occurred_at": "2023-05-08T00:00:00+00:00",
+        "session": "chat-7 <b>",
+    }
+    memory = Memory.objects.get(pk=existing.pk)  # the memory keeps its own
+    assert (memory.occurred_at, memory.session) == (existing.occurred_at, existing.session)
+    client.force_login(alice)
+    html = client.get(f"/memories/{existing.pk}/history/").content.decode()
+    item = html[html.index(f'<li id="history-{merge.pk}"') :]
+    item = item[: item.index("</li>")]
+    assert 'said <time datetime="2023-05-08T00:00:00+00:00"' in item
+    assert (
+        '8 May 2023</time> · in conversation <span class="session">chat-7 &lt;b&gt;</span>'
+    ) in item
 
 
 def test_the_history_page_shows_the_merged_note_escaped_and_offers_no_restore(client, alice, agent):
