@@ -1099,7 +1099,7 @@ def _merge_note(
     updated_at is what an import's "newer change wins" and search's freshness read. The note
     keeps when it was said and in which conversation when the agent gave them (the memory
     keeps its own). The same note from the same actor again (a retry) is kept once."""
-    said = {name: fields[name] for name in ("occurred_at", "session") if name in fields}
+    said = {name: fields[name] for name in ("occurred_at", "session") if fields.get(name)}
     note = {"value": fields["value"], **_snapshot_fields(said)}
     kept = MemoryHistory.objects.filter(
         memory=memory, action=HistoryAction.MERGE, after__merged=note, **actor.as_fields()

@@ -21,6 +21,7 @@ from learning.capture import (
 )
 from llm.models import LLMCall, Turn, TurnStatus
 from memory.models import Memory, MemoryHistory, MemoryProposal, ProposalTrigger, Source
+from memory.occurrence import as_stored
 from memory.services import memory_upsert
 from profiles.models import Profile
 from profiles.services import profile_update
@@ -443,9 +444,10 @@ def test_what_a_memory_says_already_is_a_duplicate(llm_server, alice, alice_agen
     assert list(Memory.objects.filter(user=alice)) == [existing]
     assert Memory.objects.get(pk=existing.pk).turn_id is None
     merge = MemoryHistory.objects.get(user=alice, action="merge")
+    # The note keeps when the turn said it (the turn has no session to keep).
     assert (merge.memory_id, merge.after["merged"]) == (
         existing.pk,
-        {"value": "Prefers bullet points in reports."},
+        {"value": "Prefers bullet points in reports.", "occurred_at": as_stored(turn.received_at)},
     )
 
 
@@ -536,7 +538,8 @@ def test_a_user_stated_memory_is_never_changed(llm_server, alice, alice_agent):
     )
 
     changing = capture(make_turn(alice, alice_agent, "Long bullets are fine."))
-    restating = capture(make_turn(alice, alice_agent, "Bullets, as I said."))
+    restated = make_turn(alice, alice_agent, "Bullets, as I said.")
+    restating = capture(restated)
 
     assert [o.status for o in changing.observations] == ["pending_review"]
     assert [(o.status, o.key) for o in restating.observations] == [
@@ -555,7 +558,10 @@ def test_a_user_stated_memory_is_never_changed(llm_server, alice, alice_agent):
     assert [row.action for row in history] == ["create", "merge"]
     assert history[1].after == {
         **now.snapshot(),
-        "merged": {"value": "prefers bullet points in reports"},
+        "merged": {
+            "value": "prefers bullet points in reports",
+            "occurred_at": as_stored(restated.received_at),
+        },
     }
 
 
