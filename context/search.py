@@ -12,9 +12,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.db.models import Q
 from django.utils import timezone
 
 from context.models import DocumentChunk
+from context.services import PROFILE_PATH
 from context.workspace import readable_scope, under_prefix
 from memory.models import Memory
 from memory.search import MEMORY_ROLE, MemoryHit, memory_hits, rank_memories
@@ -32,7 +34,6 @@ from search.services import search_log
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
-    from django.db.models import Q
 
     from profiles.models import Agent
     from search.ranking import PendingVector, QueryVector
@@ -64,8 +65,8 @@ def search_documents(
 ) -> list[DocumentHit]:
     """The best chunk of each best-matching document an agent (or, with user=None, a
     system token: the global scope only) may read: its user's own, its private notes and
-    its user's granted scopes, or only the one `scope` names (context/workspace.py).
-    Logged (for the user's stats)."""
+    its user's granted scopes, or only the one `scope` names (context/workspace.py); not
+    the consolidated profile, USER_MEMORY.md. Logged (for the user's stats)."""
     started = time.perf_counter()
     query, limit = check_query(query, limit)
     readable = readable_scope(
@@ -77,6 +78,11 @@ def search_documents(
     )
     if path_prefix:
         readable &= under_prefix(path_prefix, agent, path_field="document__path")
+    # The consolidated profile is in every system prompt already (learning/system_prompt.py):
+    # as a result it would hand an agent the whole profile again. The search box keeps it.
+    readable &= ~Q(
+        document__user__isnull=False, document__agent__isnull=True, document__path=PROFILE_PATH
+    )
     vector = query_vector_soon(query, DOCUMENT_ROLE)
     hits = _document_hits(readable, query, vector, limit)
     search_log(user=user, tool=SearchTool.MEMORY_SEARCH, started=started, results=len(hits))

@@ -463,6 +463,25 @@ def test_documents_are_chunked_on_write_and_found_with_highlights(alice):
     assert [hit.path for hit in hits].count("projects/offsite.md") == 1
 
 
+def test_the_consolidated_profile_is_no_agents_search_result_but_the_search_boxs(alice):
+    # Already in every system prompt; an agent finding it would get the whole profile again.
+    document_write(
+        user=alice,
+        path="USER_MEMORY.md",
+        content="# Profile\n\n- Keeps bees on the roof of the QZ-9 building",
+        actor=Actor.system(),
+    )
+    write(alice, "notes/bees.md", "The bees on the roof of QZ-9 swarmed in June.")
+    write(alice, "shared-by-me/USER_MEMORY.md", "Bees of QZ-9, a note that only shares the name.")
+    index_everything()
+
+    found = [hit.path for hit in search_documents(user=alice, query="bees QZ-9 roof")]
+    boxed = [hit.path for hit in search_everything(user=alice, query="bees QZ-9 roof").documents]
+
+    assert sorted(found) == ["notes/bees.md", "shared-by-me/USER_MEMORY.md"]
+    assert "USER_MEMORY.md" in boxed
+
+
 def test_document_search_by_meaning(alice, settings):
     settings.MNEMO_DOCUMENT_EMBEDDING_PROVIDER = "e5"  # WordLlama puts these words at 0.22
     write(alice, "notes/garden.md", "Planted tomatoes and basil in the vegetable patch.")
