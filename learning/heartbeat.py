@@ -2,8 +2,8 @@
 
 For each user whose heartbeat is on (Settings) and whose own HEARTBEAT.md is not empty,
 at most once per MNEMO_HEARTBEAT_INTERVAL: one LLM turn with the checklist, the working
-memory and today's and yesterday's daily logs (the user's time zone). An answer of exactly
-HEARTBEAT_OK records `heartbeat_ok` and nothing else; any other answer is a finding: a
+memory and today's and yesterday's daily logs (the user's time zone). An OK answer (is_ok:
+HEARTBEAT_OK, leniently) records `heartbeat_ok` and nothing else; any other answer is a finding: a
 Work item of kind heartbeat holding the answer as Markdown, a `heartbeat_finding` event,
 and one signed POST to the user's notification webhook when one is set, through
 lib/outbound.py (the URL checked again, the connection pinned to the checked address).
@@ -31,6 +31,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,6 +81,9 @@ LOG_CHARS = 6000  # per daily log; the newest lines are kept
 ANSWER_TOKENS = 1000
 TITLE_CHARS = 200  # WorkItem.title
 ERROR_CHARS = 300  # HeartbeatRun.webhook_last_error
+# An OK answer may carry a remark around the token ("All good: HEARTBEAT_OK."): at most
+# this many words, on one line (is_ok).
+OK_REMARK_WORDS = 12
 # Lock keys are (LOCK_SPACE, user id): the two-key form of PostgreSQL's advisory locks,
 # apart from the one-key locks other code takes.
 LOCK_SPACE = 0x4842  # "HB"
@@ -165,6 +169,27 @@ def _tail(text: str, limit: int) -> str:
         return text
     kept = text[-limit:].split("\n", 1)[-1]
     return f"[… earlier entries are left out]\n{kept}"
+
+
+# The token as a word: any case, Markdown's escaped underscore (HEARTBEAT\_OK) too.
+# Underscores around it are emphasis (_HEARTBEAT_OK_); a letter or digit joined by one is
+# another word (NOT_HEARTBEAT_OK).
+_OK_TOKEN = re.compile(
+    r"(?<![^\W_])(?<![^\W_]_)heartbeat\\?_ok(?![^\W_])(?!_[^\W_])", re.IGNORECASE
+)
+_WORD = re.compile(r"[^\W_]+")
+
+
+def is_ok(answer: str) -> bool:
+    """Whether the model's answer says nothing needs the user: it holds HEARTBEAT_OK as a
+    word (any case, inside quotes, emphasis or punctuation) and what is left once the token
+    is taken out is at most one line of at most OK_REMARK_WORDS words ("All good —
+    HEARTBEAT_OK", "HEARTBEAT_OK. Nothing is due."). A longer text that mentions the token,
+    or a title with an explanation under it, is a finding: the model had more to say."""
+    if not _OK_TOKEN.search(answer):
+        return False
+    rest = [line for line in _OK_TOKEN.sub(" ", answer).splitlines() if _WORD.search(line)]
+    return len(rest) <= 1 and sum(len(_WORD.findall(line)) for line in rest) <= OK_REMARK_WORDS
 
 
 def finding_title(answer: str) -> str:
@@ -346,7 +371,7 @@ def _execute(run: HeartbeatRun) -> HeartbeatRun:
         logger.exception("Heartbeat run %s failed", run.pk)
         reason = f"Mnemo could not run it: {type(error).__name__}."
         return _finish(run, RunOutcome.FAILED, reason=reason) or run
-    if answer == OK_ANSWER:
+    if is_ok(answer):
         return _finish(run, RunOutcome.OK) or run
     if not answer:
         return _finish(run, RunOutcome.FAILED, reason="The model gave an empty answer.") or run
