@@ -1,4 +1,5 @@
-"""A heartbeat that remembers (learning/heartbeat.py): HEARTBEAT_OK is read leniently."""
+"""A heartbeat that remembers (learning/heartbeat.py): HEARTBEAT_OK is read leniently, and
+the turn lists the open findings of earlier runs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from learning import heartbeat
 from learning.models import RunOutcome, RunTrigger, WebhookStatus
 from tests.fake_openai import ChatReply
 from tests.fake_webhook import FakeWebhook
-from tests.learning.test_heartbeat import CHECKLIST, FINDING, heartbeat_on, write
+from tests.learning.test_heartbeat import CHECKLIST, FINDING, heartbeat_on, prompt_of, write
 from work.models import WorkItem, WorkKind, WorkStatus
-from work.services import work_create
+from work.services import work_create, work_delete
 
 pytestmark = pytest.mark.django_db
 
@@ -115,3 +116,57 @@ def test_a_long_finding_that_mentions_the_token_is_still_a_finding(alice, llm_se
     assert run.outcome == RunOutcome.FINDING
     item = WorkItem.objects.get()
     assert (item.title, item.body) == ("The release is due tomorrow", answer)
+
+
+# --- the open findings in the turn -------------------------------------------------------------
+
+
+def test_the_turn_lists_the_open_findings_quoted_as_data(alice, bob, llm_server):
+    heartbeat_on(alice)
+    write(alice, "HEARTBEAT.md", CHECKLIST)
+    open_finding(alice, "Old and open", "# Old and open\n\nThe ```backup``` is 3 days old.")
+    open_finding(alice, "Done already", status=WorkStatus.DONE)
+    open_finding(alice, "Archived already", status=WorkStatus.ARCHIVED)
+    deleted = open_finding(alice, "Deleted already")
+    work_delete(user=alice, pk=deleted.pk, actor=Actor.for_user(alice))
+    open_finding(bob, "Bob's open finding")
+    work_create(user=alice, title="A report", body="x", actor=Actor.for_user(alice))
+
+    run_with(llm_server, alice, "HEARTBEAT_OK")
+
+    text = prompt_of(llm_server.chat_requests[0])
+    assert "do not report them again" in text
+    section = text.split("## Open findings of earlier runs\n\n", 1)[1]
+    # A fence longer than the body's own run of backticks: the quote cannot be ended early.
+    assert section.startswith("````text\n- ")
+    assert section.endswith(" Old and open: The ```backup``` is 3 days old.\n````")
+    for other in ("Done already", "Archived already", "Deleted already", "Bob's", "A report"):
+        assert other not in text
+
+
+def test_the_list_is_bounded_in_number_and_length(alice, llm_server):
+    heartbeat_on(alice)
+    write(alice, "HEARTBEAT.md", CHECKLIST)
+    for number in range(12):
+        open_finding(alice, f"Finding number {number}", f"# Finding {number}\n\n" + "x" * 1000)
+
+    run_with(llm_server, alice, "HEARTBEAT_OK")
+
+    section = prompt_of(llm_server.chat_requests[0]).split("## Open findings of earlier runs")[1]
+    listed = [line for line in section.splitlines() if line.startswith("- ")]
+    assert len(listed) == heartbeat.OPEN_FINDINGS_SHOWN == 10
+    # The most recent first; the two oldest are left out.
+    assert "Finding number 11:" in listed[0]
+    assert "Finding number 0:" not in section
+    assert "Finding number 1:" not in section
+    assert all(line.endswith("x" * 299 + "…") for line in listed)
+    assert all(line.count("x") == heartbeat.OPEN_FINDING_CHARS - 1 for line in listed)
+
+
+def test_without_open_findings_the_list_says_none(alice, llm_server):
+    heartbeat_on(alice)
+    write(alice, "HEARTBEAT.md", CHECKLIST)
+    run_with(llm_server, alice, "HEARTBEAT_OK")
+    assert prompt_of(llm_server.chat_requests[0]).endswith(
+        "## Open findings of earlier runs\n\n(none)"
+    )
