@@ -8,7 +8,9 @@ HEARTBEAT_OK, leniently) records `heartbeat_ok` and nothing else; any other answ
 finding: a Work item of kind heartbeat holding the answer as Markdown, a
 `heartbeat_finding` event, and one signed POST to the user's notification webhook when one
 is set, through lib/outbound.py (the URL checked again, the connection pinned to the
-checked address).
+checked address). A finding with the title of an open one (same_title) is that one seen
+again: it is noted on the open item (work/services.py work_seen_again), with no new item
+and no webhook.
 A heartbeat that is off does nothing: neither the schedule nor Run now runs it, and a
 delivery still pending when it is switched off is not sent.
 
@@ -64,7 +66,7 @@ from llm.client import LLMBudgetReached, LLMUnavailable, complete, llm_configure
 from memory.working_memory import build_working_memory
 from profiles.models import Profile
 from work.models import WorkItem, WorkKind, WorkStatus
-from work.services import work_create
+from work.services import work_create, work_seen_again
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -88,11 +90,14 @@ ERROR_CHARS = 300  # HeartbeatRun.webhook_last_error
 # the start of its text, so the list stays a small part of the turn however many pile up.
 OPEN_FINDINGS_SHOWN = 10
 OPEN_FINDING_CHARS = 300
-# The open findings read at most, most recently updated first.
+# The open findings a new one is compared with (same_title), most recently updated first.
 OPEN_FINDINGS_COMPARED = 100
 # An OK answer may carry a remark around the token ("All good: HEARTBEAT_OK."): at most
 # this many words, on one line (is_ok).
 OK_REMARK_WORDS = 12
+SEEN_AGAIN_REASON = (
+    "The same as an open finding: noted on it as seen again; no new item, no webhook."
+)
 # Lock keys are (LOCK_SPACE, user id): the two-key form of PostgreSQL's advisory locks,
 # apart from the one-key locks other code takes.
 LOCK_SPACE = 0x4842  # "HB"
@@ -233,6 +238,21 @@ def is_ok(answer: str) -> bool:
         return False
     rest = [line for line in _OK_TOKEN.sub(" ", answer).splitlines() if _WORD.search(line)]
     return len(rest) <= 1 and sum(len(_WORD.findall(line)) for line in rest) <= OK_REMARK_WORDS
+
+
+def same_title(first: str, second: str) -> bool:
+    """Whether two findings' titles say the same: equal once case, spacing and punctuation
+    are ignored. Titles, not meaning: the model is shown the open findings and asked not to
+    repeat them, so a repeat that gets through usually keeps its title; and two different
+    alerts about one subject ("The api deploy failed", "The web deploy failed") are near
+    in meaning and words (memory/duplicates.py would merge them), where merging one would
+    lose its webhook."""
+    words = _title_words(first)
+    return bool(words) and words == _title_words(second)
+
+
+def _title_words(title: str) -> list[str]:
+    return _WORD.findall(title.casefold())
 
 
 def finding_title(answer: str) -> str:
@@ -451,28 +471,49 @@ def _finish(
         run.finished_at = now
         run.next_due_at = _next_due(run, outcome, now)
         if outcome == RunOutcome.FINDING:
-            title = finding_title(answer)
-            item = work_create(
-                user=user,
-                title=title,
-                body=answer.replace("\x00", ""),
-                actor=Actor.system(),
-                kind=WorkKind.HEARTBEAT,
-                # Open until the user or an agent marks it done.
-                status=WorkStatus.IN_PROGRESS,
-                metadata={"heartbeat_run": run.pk},
-            )
-            run.work_item = item
-            url = Profile.objects.filter(user=user).values_list("notify_webhook_url", flat=True)
-            if url.first():
-                run.webhook_status = WebhookStatus.PENDING
-            events.heartbeat_finding(user=user, run_id=run.pk, work_id=item.pk, title=title)
+            _record_finding(run, answer, now)
         elif outcome == RunOutcome.OK:
             events.heartbeat_ok(user=user, run_id=run.pk)
         elif outcome == RunOutcome.FAILED:
             events.heartbeat_failed(user=user, run_id=run.pk, reason=reason)
         run.save()
     return run
+
+
+def _record_finding(run: HeartbeatRun, answer: str, now: datetime.datetime) -> None:
+    """A finding's work item and event, inside _finish's transaction: the open finding with
+    the same title noted as seen again (no webhook, and not new for the navigation's
+    count), else a new item and, when a webhook is set, its delivery pending."""
+    user = run.user
+    title = finding_title(answer)
+    for item in open_findings(user=user):
+        if not same_title(item.title, title):
+            continue
+        seen = work_seen_again(user=user, pk=item.pk, actor=Actor.system(), run_id=run.pk)
+        if seen is None:  # closed or deleted meanwhile
+            continue
+        run.work_item = seen
+        run.reason = SEEN_AGAIN_REASON
+        run.finding_seen_at = now
+        events.heartbeat_finding(
+            user=user, run_id=run.pk, work_id=seen.pk, title=seen.title, seen_again=True
+        )
+        return
+    item = work_create(
+        user=user,
+        title=title,
+        body=answer.replace("\x00", ""),
+        actor=Actor.system(),
+        kind=WorkKind.HEARTBEAT,
+        # Open until the user or an agent marks it done.
+        status=WorkStatus.IN_PROGRESS,
+        metadata={"heartbeat_run": run.pk},
+    )
+    run.work_item = item
+    url = Profile.objects.filter(user=user).values_list("notify_webhook_url", flat=True)
+    if url.first():
+        run.webhook_status = WebhookStatus.PENDING
+    events.heartbeat_finding(user=user, run_id=run.pk, work_id=item.pk, title=title)
 
 
 # --- the webhook ------------------------------------------------------------------------------
@@ -712,7 +753,8 @@ def heartbeat_status(*, user: AbstractBaseUser) -> HeartbeatStatus:
 def unseen_findings_count(*, user: AbstractBaseUser) -> int:
     """Findings the user has not opened yet (the navigation's count): a finding's run is
     seen once the user follows the count's link, whatever happens to the work item after; a
-    deleted one no longer counts."""
+    deleted one no longer counts. A finding seen again is not new (_record_finding marks its
+    run seen)."""
     return HeartbeatRun.objects.filter(
         user=user,
         outcome=RunOutcome.FINDING,

@@ -1,18 +1,22 @@
-"""A heartbeat that remembers (learning/heartbeat.py): HEARTBEAT_OK is read leniently, and
-the turn lists the open findings of earlier runs."""
+"""A heartbeat that remembers (learning/heartbeat.py): HEARTBEAT_OK is read leniently, the
+turn lists the open findings of earlier runs, and a finding with an open one's title is
+noted on it instead of making a new Work item and another webhook POST."""
 
 from __future__ import annotations
+
+import datetime
 
 import pytest
 
 from activity.actors import Actor
+from activity.models import ActivityEvent, EventType
 from learning import heartbeat
 from learning.models import RunOutcome, RunTrigger, WebhookStatus
 from tests.fake_openai import ChatReply
 from tests.fake_webhook import FakeWebhook
 from tests.learning.test_heartbeat import CHECKLIST, FINDING, heartbeat_on, prompt_of, write
 from work.models import WorkItem, WorkKind, WorkStatus
-from work.services import work_create, work_delete
+from work.services import work_create, work_delete, work_seen_again, work_update
 
 pytestmark = pytest.mark.django_db
 
@@ -170,3 +174,131 @@ def test_without_open_findings_the_list_says_none(alice, llm_server):
     assert prompt_of(llm_server.chat_requests[0]).endswith(
         "## Open findings of earlier runs\n\n(none)"
     )
+
+
+# --- the same finding again ----------------------------------------------------------------------
+
+
+def test_the_same_finding_again_updates_the_open_item_without_a_webhook(
+    client, alice, llm_server, webhook
+):
+    heartbeat_on(alice, webhook_url=webhook.url)
+    write(alice, "HEARTBEAT.md", CHECKLIST)
+    first = run_with(llm_server, alice, FINDING)
+    item = first.work_item
+    WorkItem.objects.filter(pk=item.pk).update(
+        updated_at=item.updated_at - datetime.timedelta(hours=1)
+    )
+    before = WorkItem.objects.get(pk=item.pk).updated_at
+    assert len(webhook.received) == 1
+
+    # The same title in another case and punctuation, with other words under it.
+    again = run_with(llm_server, alice, "## THE RELEASE IS DUE TOMORROW!\n\nStill due.")
+
+    assert WorkItem.objects.count() == 1
+    assert len(webhook.received) == 1  # no second POST
+    assert (again.outcome, again.work_item_id, again.webhook_status) == (
+        RunOutcome.FINDING,
+        item.pk,
+        WebhookStatus.NONE,
+    )
+    assert again.reason == heartbeat.SEEN_AGAIN_REASON
+    item.refresh_from_db()
+    assert item.body == FINDING  # what the user read stays
+    assert item.metadata == {
+        "heartbeat_run": first.pk,
+        "seen_again": 1,
+        "last_seen_run": again.pk,
+    }
+    assert item.updated_at > before
+    finding_events = ActivityEvent.objects.filter(event_type=EventType.HEARTBEAT_FINDING)
+    assert [event.payload for event in finding_events.order_by("id")] == [
+        {"run_id": first.pk, "work_id": item.pk, "title": "The release is due tomorrow"},
+        {
+            "run_id": again.pk,
+            "work_id": item.pk,
+            "title": "The release is due tomorrow",
+            "seen_again": True,
+        },
+    ]
+    assert ActivityEvent.objects.get(event_type=EventType.WORK_UPDATED).payload["fields"] == [
+        "seen_again"
+    ]
+    # Not new for the navigation: the count is the first finding's, once.
+    assert heartbeat.unseen_findings_count(user=alice) == 1
+
+    run_with(llm_server, alice, FINDING)
+    item.refresh_from_db()
+    assert item.metadata["seen_again"] == 2
+    client.force_login(alice)
+    page = client.get(f"/work/{item.pk}/").content.decode()
+    assert (
+        '<div id="finding-seen-again"><dt>Seen again</dt><dd>2 times by later runs</dd></div>'
+    ) in page
+    assert "Heartbeat finding seen again:" in client.get("/activity/").content.decode()
+
+
+def test_a_different_finding_still_makes_a_new_item_and_a_webhook(alice, llm_server, webhook):
+    heartbeat_on(alice, webhook_url=webhook.url)
+    write(alice, "HEARTBEAT.md", CHECKLIST)
+    first = run_with(llm_server, alice, FINDING)
+
+    # About the same subject, but not the same title: its own alert.
+    second = run_with(llm_server, alice, "# The release is due today\n\nIt moved.")
+    third = run_with(llm_server, alice, OTHER_FINDING)
+
+    items = {run.work_item_id for run in (first, second, third)}
+    assert len(items) == WorkItem.objects.count() == 3
+    assert len(webhook.received) == 3
+    assert [run.webhook_status for run in (first, second, third)] == [WebhookStatus.DELIVERED] * 3
+    assert heartbeat.unseen_findings_count(user=alice) == 3
+
+
+def test_a_closed_or_deleted_finding_seen_again_is_new(alice, llm_server, webhook):
+    heartbeat_on(alice, webhook_url=webhook.url)
+    write(alice, "HEARTBEAT.md", CHECKLIST)
+    first = run_with(llm_server, alice, FINDING)
+    work_update(user=alice, pk=first.work_item_id, actor=Actor.for_user(alice), status="done")
+
+    second = run_with(llm_server, alice, FINDING)
+    work_delete(user=alice, pk=second.work_item_id, actor=Actor.for_user(alice))
+    third = run_with(llm_server, alice, FINDING)
+
+    assert len({first.work_item_id, second.work_item_id, third.work_item_id}) == 3
+    assert len(webhook.received) == 3
+    assert all("seen_again" not in item.metadata for item in WorkItem.objects.filter(user=alice))
+
+
+def test_another_users_open_finding_is_never_the_same(alice, bob, llm_server):
+    heartbeat_on(alice)
+    write(alice, "HEARTBEAT.md", CHECKLIST)
+    bobs = open_finding(bob, "The release is due tomorrow")
+
+    run = run_with(llm_server, alice, FINDING)
+
+    assert run.work_item.user == alice
+    assert run.work_item_id != bobs.pk
+    bobs.refresh_from_db()
+    assert "seen_again" not in bobs.metadata
+
+
+def test_same_title_ignores_case_spacing_and_punctuation_only():
+    assert heartbeat.same_title("The release is due tomorrow", "the  release is due tomorrow!")
+    assert heartbeat.same_title("Deploy failed: api", "DEPLOY FAILED — API.")
+    assert not heartbeat.same_title("The api deploy failed", "The web deploy failed")
+    assert not heartbeat.same_title("The release is due", "The release is due tomorrow")
+    assert not heartbeat.same_title("—", "…")  # no words: never the same
+
+
+def test_work_seen_again_counts_only_on_an_open_finding(alice):
+    finding = open_finding(alice, "Backup is old")
+    WorkItem.objects.filter(pk=finding.pk).update(metadata={"seen_again": "many", "from": "x"})
+    report = work_create(user=alice, title="A report", body="x", actor=Actor.for_user(alice))
+
+    seen = work_seen_again(user=alice, pk=finding.pk, actor=Actor.system(), run_id=7)
+
+    # An imported item's odd count restarts; the rest of its metadata stays.
+    assert seen.metadata == {"seen_again": 1, "last_seen_run": 7, "from": "x"}
+    assert work_seen_again(user=alice, pk=report.pk, actor=Actor.system(), run_id=8) is None
+    report.refresh_from_db()
+    assert report.metadata == {}
