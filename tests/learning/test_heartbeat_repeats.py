@@ -139,7 +139,7 @@ def test_the_turn_lists_the_open_findings_quoted_as_data(alice, bob, llm_server)
     run_with(llm_server, alice, "HEARTBEAT_OK")
 
     text = prompt_of(llm_server.chat_requests[0])
-    assert "do not report them again" in text
+    assert "do not report them again" in " ".join(text.split())
     section = text.split("## Open findings of earlier runs\n\n", 1)[1]
     # A fence longer than the body's own run of backticks: the quote cannot be ended early.
     assert section.startswith("````text\n- ")
