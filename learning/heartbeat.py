@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
@@ -189,14 +189,14 @@ def _tail(text: str, limit: int) -> str:
     return f"[… earlier entries are left out]\n{kept}"
 
 
-def open_findings(*, user: AbstractBaseUser) -> list[WorkItem]:
+def open_findings(*, user: AbstractBaseUser) -> QuerySet[WorkItem]:
     """The heartbeat's findings the user has not closed (kind heartbeat, in progress, not
     deleted), most recently found or seen again first. Only the heartbeat makes items of
     that kind (work/services.py)."""
-    return list(
+    return (
         WorkItem.objects.live()
         .filter(user=user, kind=WorkKind.HEARTBEAT, status=WorkStatus.IN_PROGRESS)
-        .order_by("-updated_at", "-id")[:OPEN_FINDINGS_COMPARED]
+        .order_by("-updated_at", "-id")
     )
 
 
@@ -486,10 +486,12 @@ def _record_finding(run: HeartbeatRun, answer: str, now: datetime.datetime) -> N
     count), else a new item and, when a webhook is set, its delivery pending."""
     user = run.user
     title = finding_title(answer)
-    for item in open_findings(user=user):
-        if not same_title(item.title, title):
+    # Titles only: an open finding's body may be long.
+    titles = open_findings(user=user).values_list("pk", "title")[:OPEN_FINDINGS_COMPARED]
+    for pk, open_title in titles:
+        if not same_title(open_title, title):
             continue
-        seen = work_seen_again(user=user, pk=item.pk, actor=Actor.system(), run_id=run.pk)
+        seen = work_seen_again(user=user, pk=pk, actor=Actor.system(), run_id=run.pk)
         if seen is None:  # closed or deleted meanwhile
             continue
         run.work_item = seen
