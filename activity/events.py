@@ -287,15 +287,14 @@ def heartbeat_ok(*, user: AbstractBaseUser, run_id: int) -> ActivityEvent:
 
 
 def heartbeat_finding(
-    *, user: AbstractBaseUser, run_id: int, work_id: int, title: str
+    *, user: AbstractBaseUser, run_id: int, work_id: int, title: str, seen_again: bool = False
 ) -> ActivityEvent:
-    """The heartbeat found something: a Work item of kind heartbeat holds the answer."""
-    return _record(
-        EventType.HEARTBEAT_FINDING,
-        user=user,
-        actor=Actor.system(),
-        payload={"run_id": run_id, "work_id": work_id, "title": title},
-    )
+    """The heartbeat found something: a Work item of kind heartbeat holds the answer; with
+    `seen_again`, it is an open finding the heartbeat reported once more."""
+    payload: dict[str, object] = {"run_id": run_id, "work_id": work_id, "title": title}
+    if seen_again:
+        payload["seen_again"] = True
+    return _record(EventType.HEARTBEAT_FINDING, user=user, actor=Actor.system(), payload=payload)
 
 
 def heartbeat_failed(*, user: AbstractBaseUser, run_id: int, reason: str) -> ActivityEvent:

@@ -142,6 +142,35 @@ def work_update(
     return WorkUpdate(item=item, changed=changed)
 
 
+def work_seen_again(
+    *, user: AbstractBaseUser, pk: int, actor: Actor, run_id: int
+) -> WorkItem | None:
+    """Note on one of the user's open heartbeat findings that the heartbeat reported it
+    again (learning/heartbeat.py): its `seen_again` count and `last_seen_run` in the
+    metadata, its updated time, and a `work_updated` event naming `seen_again`. None when
+    the item is no longer an open finding (done, archived or deleted meanwhile): then the
+    heartbeat makes a new one."""
+    with transaction.atomic():
+        item = (
+            WorkItem.objects.live()
+            .select_for_update()
+            .filter(user=user, pk=pk, kind=WorkKind.HEARTBEAT, status=WorkStatus.IN_PROGRESS)
+            .first()
+        )
+        if item is None:
+            return None
+        # An imported item's metadata is any JSON object: a count that is not one restarts.
+        count = item.metadata.get("seen_again")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            count = 0
+        item.metadata = {**item.metadata, "seen_again": count + 1, "last_seen_run": run_id}
+        item.save(update_fields=["metadata", "updated_at"])
+        events.work_updated(
+            user=user, actor=actor, work_id=item.pk, title=item.title, fields=["seen_again"]
+        )
+    return item
+
+
 def work_delete(*, user: AbstractBaseUser, pk: int, actor: Actor) -> WorkItem:
     """Delete one of the user's work items: it leaves the Work pages and the tools, and waits
     in Recently deleted, as it was, until work_restore brings it back. The row stays (its

@@ -192,6 +192,8 @@ def _describe_workspace(kind: str, payload: dict[str, Any]) -> tuple[str, str, s
     if kind == EventType.HEARTBEAT_OK:
         return "Heartbeat: nothing needs you", "", ""
     if kind == EventType.HEARTBEAT_FINDING:
+        if payload.get("seen_again") is True:
+            return "Heartbeat finding seen again:", title, ""
         return "Heartbeat finding:", title, ""
     if kind == EventType.HEARTBEAT_FAILED:
         return "Heartbeat failed", "", _text(payload.get("reason"), 200)

@@ -579,7 +579,8 @@ def test_run_now_needs_a_post_and_a_login(client, alice, sent):
 def test_the_navigation_counts_unseen_findings_until_opened(client, alice, bob, llm_server):
     heartbeat_on(alice)
     write(alice, "HEARTBEAT.md", CHECKLIST)
-    llm_server.chat_default = FINDING
+    # Two different findings (the same one again is not new: test_heartbeat_repeats.py).
+    llm_server.script_chat(ChatReply(FINDING), ChatReply("# A deploy failed\n\nThe api's."))
     for _ in range(2):
         run = heartbeat.heartbeat_run(user=alice, trigger=RunTrigger.MANUAL)
         assert run.outcome == RunOutcome.FINDING
