@@ -782,8 +782,10 @@ class WorkingMemoryApi(APIView):
                 default="markdown",
                 description="markdown: the block; json: the block with its counts and lines; "
                 "scratchpad: '## Recent Memories' then '- [YYYY-MM-DD] Kind: text (tags)' "
-                "lines, the most recently added or changed entries first (dates in the "
-                "user's time zone), within the same budget and line rules.",
+                f"lines: first the entries used {selectors.SCRATCHPAD_USES} times or more (read or "
+                "found) or pinned with promote_memory, then the most recently added or "
+                "changed (dates in the user's time zone), within the same budget and line "
+                "rules.",
             ),
             OpenApiParameter(
                 "as_of",
@@ -1115,9 +1117,11 @@ class MemoryListRecentApi(ToolApi):
         operation_id="memory_list_recent",
         tags=[TOOL_TAG],
         summary="The most recent memories",
-        description="The user's entries (not the profile or styles), the most recently added "
-        f"or changed first, with their dates. limit 1–{MAX_RECENT}, default 10. Listing "
-        "does not count as a use.",
+        description="The user's entries (not the profile or styles), with their dates: "
+        f"first the ones used {selectors.SCRATCHPAD_USES} times or more (read with get_memory or "
+        "found by search_memory) or pinned with promote_memory, then the most recently "
+        f"added or changed. limit 1–{MAX_RECENT}, default 10. Listing does not count as a "
+        "use.",
         request=ListRecentInput,
         responses={200: RecentPageSerializer, **error_responses(400, 401, 403, 413, 429)},
         examples=[OpenApiExample("Last five", value={"limit": 5}, request_only=True)],

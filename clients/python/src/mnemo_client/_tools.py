@@ -1047,8 +1047,10 @@ class Tools:
     def memory_list_recent(self, *, limit: int | None = None) -> RecentPage:
         """The most recent memories.
 
-        The user's entries (not the profile or styles), the most recently added or changed
-        first, with their dates. limit 1–50, default 10. Listing does not count as a use.
+        The user's entries (not the profile or styles), with their dates: first the ones
+        used 3 times or more (read with get_memory or found by search_memory) or pinned with
+        promote_memory, then the most recently added or changed. limit 1–50, default 10.
+        Listing does not count as a use.
 
         Args:
             limit: How many, 1–50; default 10.
