@@ -1,5 +1,5 @@
-"""The agent API for memory: one POST endpoint per tool (search_memory and promote_memory
-included), and the working-memory render.
+"""The agent API for memory: one POST endpoint per tool (search_memory and promote_memory,
+also named memory_promote, included), and the working-memory render.
 
 Each view validates its JSON body with a strict serializer, calls one service or
 selector, and answers with an output serializer. Errors take lib/api.py's one shape.
@@ -81,6 +81,7 @@ from search.serializers import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
 
     from rest_framework.request import Request
@@ -916,14 +917,23 @@ class SearchMemoryApi(ToolApi):
         return response
 
 
-class PromoteMemoryApi(ToolApi):
-    @extend_schema(
-        operation_id="promote_memory",
+PROMOTE_DESCRIPTION = (
+    "Pin the memory with this key, so it comes first in the working memory (after the "
+    "profile and styles) and in the scratchpad and memory_list_recent. 404 if there is "
+    "none. Pinning a memory the user stated waits for their review: 202, status "
+    "pending_review, with the proposal."
+)
+
+
+def _promote_schema(
+    operation_id: str, description: str
+) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """promote_memory's schema under a name: memory_promote is the same tool."""
+    return extend_schema(
+        operation_id=operation_id,
         tags=[SEARCH_TOOL_TAG],
         summary="Pin a memory",
-        description="Pin the memory with this key, so it comes first in the working memory "
-        "(after the profile and styles). 404 if there is none. Pinning a memory the user "
-        "stated waits for their review: 202, status pending_review, with the proposal.",
+        description=description,
         request=PromoteInput,
         responses={
             200: UpdateResultSerializer,
@@ -934,9 +944,25 @@ class PromoteMemoryApi(ToolApi):
             OpenApiExample("Pin", value={"key": "preference:report-format"}, request_only=True),
         ],
     )
+
+
+class PromoteMemoryApi(ToolApi):
+    @_promote_schema("promote_memory", PROMOTE_DESCRIPTION)
     def post(self, request: Request) -> Response:
         key = self.validated(PromoteInput)["key"]
         return _update(request, self.actor(), {"key": key, "pinned": True})
+
+
+class MemoryPromoteApi(PromoteMemoryApi):
+    """The agent-memory design's name for promote_memory: one tool, two names."""
+
+    @_promote_schema(
+        "memory_promote",
+        "The other name of promote_memory (the agent-memory design's name), the same tool. "
+        + PROMOTE_DESCRIPTION,
+    )
+    def post(self, request: Request) -> Response:
+        return super().post(request)
 
 
 class ListProposalsApi(ToolApi):

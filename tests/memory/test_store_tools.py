@@ -517,7 +517,7 @@ def test_a_memory_used_three_times_comes_first(
     )
 
 
-@pytest.mark.parametrize("tool", ["promote_memory"])
+@pytest.mark.parametrize("tool", ["promote_memory", "memory_promote"])
 def test_a_promoted_memory_comes_first(
     call_tool, client, alice, alice_agent, alice_token, settings, tool
 ):
