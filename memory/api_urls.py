@@ -10,6 +10,8 @@ urlpatterns = [
     path("tools/list_memories", apis.MemoryListApi.as_view(), name="list_memories"),
     path("tools/search_memory", apis.SearchMemoryApi.as_view(), name="search_memory"),
     path("tools/promote_memory", apis.PromoteMemoryApi.as_view(), name="promote_memory"),
+    # The agent-memory design's name for promote_memory (README.md, "Agent API").
+    path("tools/memory_promote", apis.MemoryPromoteApi.as_view(), name="memory_promote"),
     path("tools/list_proposals", apis.ListProposalsApi.as_view(), name="list_proposals"),
     path("tools/memory_store", apis.MemoryStoreApi.as_view(), name="memory_store"),
     path("tools/memory_list_recent", apis.MemoryListRecentApi.as_view(), name="memory_list_recent"),

@@ -1,5 +1,5 @@
-"""The agent API for memory: one POST endpoint per tool (search_memory and promote_memory
-included), and the working-memory render.
+"""The agent API for memory: one POST endpoint per tool (search_memory and promote_memory,
+also named memory_promote, included), and the working-memory render.
 
 Each view validates its JSON body with a strict serializer, calls one service or
 selector, and answers with an output serializer. Errors take lib/api.py's one shape.
@@ -81,6 +81,7 @@ from search.serializers import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
 
     from rest_framework.request import Request
@@ -782,8 +783,10 @@ class WorkingMemoryApi(APIView):
                 default="markdown",
                 description="markdown: the block; json: the block with its counts and lines; "
                 "scratchpad: '## Recent Memories' then '- [YYYY-MM-DD] Kind: text (tags)' "
-                "lines, the most recently added or changed entries first (dates in the "
-                "user's time zone), within the same budget and line rules.",
+                f"lines: first the entries used {selectors.SCRATCHPAD_USES} times or more (read or "
+                "found) or pinned with promote_memory, then the most recently added or "
+                "changed (dates in the user's time zone), within the same budget and line "
+                "rules.",
             ),
             OpenApiParameter(
                 "as_of",
@@ -914,14 +917,23 @@ class SearchMemoryApi(ToolApi):
         return response
 
 
-class PromoteMemoryApi(ToolApi):
-    @extend_schema(
-        operation_id="promote_memory",
+PROMOTE_DESCRIPTION = (
+    "Pin the memory with this key, so it comes first in the working memory (after the "
+    "profile and styles) and in the scratchpad and memory_list_recent. 404 if there is "
+    "none. Pinning a memory the user stated waits for their review: 202, status "
+    "pending_review, with the proposal."
+)
+
+
+def _promote_schema(
+    operation_id: str, description: str
+) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """promote_memory's schema under a name: memory_promote is the same tool."""
+    return extend_schema(
+        operation_id=operation_id,
         tags=[SEARCH_TOOL_TAG],
         summary="Pin a memory",
-        description="Pin the memory with this key, so it comes first in the working memory "
-        "(after the profile and styles). 404 if there is none. Pinning a memory the user "
-        "stated waits for their review: 202, status pending_review, with the proposal.",
+        description=description,
         request=PromoteInput,
         responses={
             200: UpdateResultSerializer,
@@ -932,9 +944,25 @@ class PromoteMemoryApi(ToolApi):
             OpenApiExample("Pin", value={"key": "preference:report-format"}, request_only=True),
         ],
     )
+
+
+class PromoteMemoryApi(ToolApi):
+    @_promote_schema("promote_memory", PROMOTE_DESCRIPTION)
     def post(self, request: Request) -> Response:
         key = self.validated(PromoteInput)["key"]
         return _update(request, self.actor(), {"key": key, "pinned": True})
+
+
+class MemoryPromoteApi(PromoteMemoryApi):
+    """The agent-memory design's name for promote_memory: one tool, two names."""
+
+    @_promote_schema(
+        "memory_promote",
+        "The other name of promote_memory (the agent-memory design's name), the same tool. "
+        + PROMOTE_DESCRIPTION,
+    )
+    def post(self, request: Request) -> Response:
+        return super().post(request)
 
 
 class ListProposalsApi(ToolApi):
@@ -1115,9 +1143,11 @@ class MemoryListRecentApi(ToolApi):
         operation_id="memory_list_recent",
         tags=[TOOL_TAG],
         summary="The most recent memories",
-        description="The user's entries (not the profile or styles), the most recently added "
-        f"or changed first, with their dates. limit 1–{MAX_RECENT}, default 10. Listing "
-        "does not count as a use.",
+        description="The user's entries (not the profile or styles), with their dates: "
+        f"first the ones used {selectors.SCRATCHPAD_USES} times or more (read with get_memory or "
+        "found by search_memory) or pinned with promote_memory, then the most recently "
+        f"added or changed. limit 1–{MAX_RECENT}, default 10. Listing does not count as a "
+        "use.",
         request=ListRecentInput,
         responses={200: RecentPageSerializer, **error_responses(400, 401, 403, 413, 429)},
         examples=[OpenApiExample("Last five", value={"limit": 5}, request_only=True)],

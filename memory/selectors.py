@@ -104,11 +104,23 @@ def user_zone(user: AbstractBaseUser | None) -> ZoneInfo:
     return ZoneInfo("UTC")
 
 
+# The agent-memory design promotes a memory to the scratchpad once it was accessed 3 times
+# (README.md, "Agent API", the scratchpad): read with get_memory or returned by a search,
+# both counted by memory/services.py memory_count_uses.
+SCRATCHPAD_USES = 3
+
+
 def memory_list_recent(*, user: AbstractBaseUser) -> QuerySet[Memory]:
-    """The user's entries (not the profile or styles, which the block always shows), the
-    most recently added or changed first: what memory_list_recent and the scratchpad
-    list. Slice it."""
-    return Memory.objects.filter(user=user, key__contains=":").order_by("-updated_at", "-id")
+    """The user's entries (not the profile or styles, which the block always shows) as
+    memory_list_recent and the scratchpad list them: first the promoted ones (used at least
+    SCRATCHPAD_USES times, or pinned with promote_memory), then the rest; each group the
+    most recently added or changed first. Slice it."""
+    promoted = Q(access_count__gte=SCRATCHPAD_USES) | Q(pinned=True)
+    return (
+        Memory.objects.filter(user=user, key__contains=":")
+        .alias(promoted=Case(When(promoted, then=Value(1)), default=Value(0)))
+        .order_by("-promoted", "-updated_at", "-id")
+    )
 
 
 def memory_history_for_key(

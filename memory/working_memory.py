@@ -15,8 +15,9 @@ no line longer than MNEMO_WORKING_MEMORY_LINE_CHARS (a value shortened to fit en
 With `as_of`, the block is the one the rows made at that time, rebuilt from history
 (memory.selectors.memory_states_as_of).
 
-`build_scratchpad` lists the entries as recent memories instead, newest first
-(`?format=scratchpad`), under the same rules: the budget, whole lines, values as data.
+`build_scratchpad` lists the entries as recent memories instead, the promoted ones (used
+often, or pinned) first and then the newest (`?format=scratchpad`), under the same rules:
+the budget, whole lines, values as data.
 """
 
 from __future__ import annotations
@@ -553,20 +554,21 @@ class Scratchpad:
     text: str
     tokens: int
     budget: int
-    included: list[str]  # keys, newest first
-    left_out: int  # older entries that did not fit
+    included: list[str]  # keys, in memory_list_recent's order
+    left_out: int  # entries after them that did not fit
     counter: str
 
 
 def build_scratchpad(*, user: AbstractBaseUser, budget: int | None = None) -> Scratchpad:
-    """The user's entries as `## Recent Memories` and one line each, the most recently
-    added or changed first: `- [YYYY-MM-DD] Kind: text (tags)`, the date the user's
-    (their `timezone` memory, else UTC).
+    """The user's entries as `## Recent Memories` and one line each, in
+    memory_list_recent's order (the promoted ones, then the most recently added or changed):
+    `- [YYYY-MM-DD] Kind: text (tags)`, the date the user's (their `timezone` memory, else
+    UTC).
 
     The block's rules: within `budget` tokens (default: the profile's) by the same counter,
     never a line cut to fit it, each value one line of data (`_as_data`) and each line at
-    most MNEMO_WORKING_MEMORY_LINE_CHARS (a long value ends with "…"). It keeps the newest
-    lines that fit, in order, and says how many older ones were left out.
+    most MNEMO_WORKING_MEMORY_LINE_CHARS (a long value ends with "…"). It keeps the first
+    lines that fit, in order, and says how many after them were left out.
     """
     budget = _check_budget(profile_for_user(user).token_budget if budget is None else budget)
     counter = get_token_counter()
@@ -612,7 +614,7 @@ def _scratchpad_line(
 
 
 def _fit_recent(lines: list[tuple[str, str]], total: int, budget: int, counts: _Counts) -> int:
-    """How many of the lines, from the newest, fit in the budget with the header (and the
+    """How many of the lines, from the first, fit in the budget with the header (and the
     "left out" line when some do not)."""
 
     def fitting(room: int) -> int:

@@ -39,7 +39,7 @@ WORKSPACE_TOOLS = [
     "memory_tree",
     "memory_write",
 ]
-SEARCH_TOOLS = ["ask_memory", "memory_search", "promote_memory", "search_memory"]
+SEARCH_TOOLS = ["ask_memory", "memory_promote", "memory_search", "promote_memory", "search_memory"]
 WORK_TOOLS = ["create_work", "get_work", "list_work", "update_work"]
 SESSION_TOOLS = ["complete_bootstrap"]
 TOOLS = sorted(MEMORY_TOOLS + WORKSPACE_TOOLS + SEARCH_TOOLS + WORK_TOOLS + SESSION_TOOLS)
@@ -158,6 +158,7 @@ CALLS = {
     "search_memory": ({"query": "seed", "limit": 5, "kind": "fact"}, {"query": "seed", "limit": 0}),
     "memory_search": ({"query": "seed", "path_prefix": "notes/"}, {"query": ""}),
     "promote_memory": ({"key": "fact:seeded"}, {"key": "fact:seeded", "pinned": True}),
+    "memory_promote": ({"key": "fact:seeded"}, {"key": "fact:seeded", "pinned": True}),
 }
 
 
@@ -176,6 +177,14 @@ def test_manifest_lists_every_tool_in_function_calling_format(client):
         assert parameters["type"] == "object"
         assert parameters["additionalProperties"] is False
         assert "$ref" not in json.dumps(parameters)
+
+
+def test_manifest_lists_memory_promote_as_the_other_name_of_promote_memory(client):
+    manifest = {tool["function"]["name"]: tool for tool in client.get("/api/v1/tools").json()}
+    alias, original = manifest["memory_promote"]["function"], manifest["promote_memory"]["function"]
+    assert alias["parameters"] == original["parameters"]
+    assert alias["description"].startswith("The other name of promote_memory")
+    assert alias["description"].endswith(original["description"])
 
 
 def test_manifest_key_schema_carries_the_grammar(client):

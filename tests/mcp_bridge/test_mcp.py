@@ -227,6 +227,25 @@ def test_http_tool_results_match_the_http_api(mcp_url, alice, alice_agent, alice
     assert refused.meta["mnemo/status"] == refused_over_http.status_code == 400
 
 
+def test_http_lists_and_calls_memory_promote_as_promote_memory(
+    mcp_url, alice, alice_agent, alice_token
+):
+    seed(alice, alice_agent)
+
+    async def main() -> tuple[Any, Any]:
+        async with http_session(mcp_url, alice_token) as client:
+            tools = await client.list_tools()
+            return tools, await client.call_tool("memory_promote", {"key": "fact:seeded"})
+
+    tools, result = run(main)
+    alias, original = (listed(tools.tools)[name] for name in ("memory_promote", "promote_memory"))
+    assert alias[0].startswith("The other name of promote_memory")
+    assert alias[1] == original[1]
+    assert result.is_error is False, result.content[0].text
+    assert result.structured_content["memory"]["pinned"] is True
+    assert Memory.objects.get(user=alice, key="fact:seeded").pinned is True
+
+
 def test_http_tools_take_and_return_occurred_at_and_session(mcp_url, alice, alice_token):
     """The MCP tools are the API's: the new fields are in their schemas and round-trip."""
     memory_upsert(user=alice, key="timezone", value="Asia/Singapore", actor=Actor.for_user(alice))

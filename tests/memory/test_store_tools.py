@@ -11,7 +11,8 @@ from activity.actors import Actor
 from lib.tokenizer import get_token_counter
 from llm.models import Turn, TurnStatus
 from memory.models import Memory, MemoryHistory, MemoryProposal, ProposalTrigger
-from memory.services import ReviewRequired, memory_upsert
+from memory.selectors import SCRATCHPAD_USES
+from memory.services import ReviewRequired, memory_count_uses, memory_upsert
 from profiles.services import profile_update
 
 pytestmark = pytest.mark.django_db
@@ -463,3 +464,106 @@ def test_memory_upsert_links_the_row_or_its_proposal_to_the_turn(alice, alice_ag
     assert Memory.objects.get(user=alice, key="fact:office").turn_id == second.pk
     assert waiting.value.proposal.turn_id == first.pk
     assert Memory.objects.get(user=alice, key="name").turn_id is None
+
+
+# --- promotion: by use and by promote_memory -------------------------------------------------
+
+
+def three_days_of_facts(alice, alice_agent):
+    """fact:day-1 to fact:day-3, each changed a day after the one before."""
+    agent = Actor.for_agent(alice_agent)
+    for day in (1, 2, 3):
+        key = f"fact:day-{day}"
+        memory_upsert(user=alice, key=key, value=f"Said on day {day}", actor=agent)
+        stamp(alice, key, datetime(2026, 3, day, 9, 0, tzinfo=UTC))
+
+
+def scratchpad_days(client, token):
+    """The days of the scratchpad's lines, in order."""
+    lines = scratchpad(client, token).content.decode().splitlines()[1:]
+    return [int(line.rsplit(" ", 1)[1]) for line in lines]
+
+
+def test_a_memory_used_three_times_comes_first(
+    call_tool, client, alice, alice_agent, alice_token, settings
+):
+    settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # three variations of one text
+    three_days_of_facts(alice, alice_agent)
+    for _ in range(2):
+        assert call_tool(alice_token, "get_memory", {"key": "fact:day-1"}).status_code == 200
+
+    # Two uses: still by recency.
+    assert [item["key"] for item in recent(call_tool, alice_token)] == [
+        "fact:day-3",
+        "fact:day-2",
+        "fact:day-1",
+    ]
+    assert scratchpad_days(client, alice_token) == [3, 2, 1]
+
+    assert call_tool(alice_token, "get_memory", {"key": "fact:day-1"}).status_code == 200
+
+    # The third use (memory_count_uses) promotes it; the rest stay by recency.
+    assert Memory.objects.get(user=alice, key="fact:day-1").access_count == SCRATCHPAD_USES == 3
+    assert [item["key"] for item in recent(call_tool, alice_token)] == [
+        "fact:day-1",
+        "fact:day-3",
+        "fact:day-2",
+    ]
+    assert scratchpad(client, alice_token).content.decode() == (
+        "## Recent Memories\n"
+        "- [2026-03-01] Fact: Said on day 1\n"
+        "- [2026-03-03] Fact: Said on day 3\n"
+        "- [2026-03-02] Fact: Said on day 2\n"
+    )
+
+
+@pytest.mark.parametrize("tool", ["promote_memory", "memory_promote"])
+def test_a_promoted_memory_comes_first(
+    call_tool, client, alice, alice_agent, alice_token, settings, tool
+):
+    settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # three variations of one text
+    three_days_of_facts(alice, alice_agent)
+
+    response = call_tool(alice_token, tool, {"key": "fact:day-2"})
+
+    assert response.status_code == 200, response.content
+    stamp(alice, "fact:day-2", datetime(2026, 3, 2, 9, 0, tzinfo=UTC))  # pinning changed it
+    assert Memory.objects.get(user=alice, key="fact:day-2").access_count == 0
+    assert [item["key"] for item in recent(call_tool, alice_token)] == [
+        "fact:day-2",
+        "fact:day-3",
+        "fact:day-1",
+    ]
+    assert scratchpad_days(client, alice_token) == [2, 3, 1]
+
+
+def test_the_promoted_memories_come_first_within_the_budget(
+    client, alice, alice_agent, alice_token, settings
+):
+    settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # sixty variations of one text
+    agent = Actor.for_agent(alice_agent)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for n in range(60):
+        key = f"fact:n{n:02d}"
+        value = f"entry {n} " + "with a long explanation of a habit " * 4
+        memory_upsert(user=alice, key=key, value=value.strip(), actor=agent, pinned=n == 3)
+        stamp(alice, key, start + timedelta(hours=n))
+    # Ten uses of entry 7, counted by the one write path that counts them.
+    entry_7 = Memory.objects.get(user=alice, key="fact:n07").pk
+    for _ in range(10):
+        memory_count_uses(user=alice, memory_ids=[entry_7])
+
+    response = scratchpad(client, alice_token, "&budget=500")
+
+    text = response.content.decode()
+    tokens = int(response["X-Mnemo-Tokens"])
+    assert tokens == get_token_counter().count(text)
+    assert tokens <= 500
+    shown = [line for line in text.splitlines() if line.startswith("- [")]
+    numbers = [int(line.split("entry ")[1].split()[0]) for line in shown]
+    # The promoted two (newest first), then the newest of the rest, none skipped.
+    assert numbers[:2] == [7, 3]
+    assert numbers[2:] == list(range(59, 59 - len(shown) + 2, -1))
+    left_out = 60 - len(shown)
+    assert left_out > 0
+    assert text.endswith(f"\n\n({left_out} more memories left out to fit the budget)\n")

@@ -118,6 +118,48 @@ def test_promote_memory_of_a_missing_or_other_users_key_is_404(call_tool, bob, b
     assert Memory.objects.get(user=bob, key="fact:bobs").pinned is False
 
 
+def without_times(body):
+    """A tool's answer without what a second call moves on: the memory's updated_at, and
+    the proposal's id and times (a later proposal for the key replaces the earlier one)."""
+    if "memory" in body:
+        body = {**body, "memory": {**body["memory"], "updated_at": None}}
+    if "proposal" in body:
+        times = {"id": None, "created_at": None, "expires_at": None}
+        body = {**body, "proposal": {**body["proposal"], **times}}
+    return body
+
+
+def test_memory_promote_answers_exactly_as_promote_memory(
+    call_tool, alice, alice_agent, alice_token, twins
+):
+    memory_upsert(
+        user=alice, key="fact:first", value="Drinks oolong", actor=Actor.for_agent(alice_agent)
+    )
+
+    pinned = call_tool(alice_token, "memory_promote", {"key": "fact:first"})
+
+    assert pinned.status_code == 200, pinned.content
+    assert pinned.json()["memory"]["pinned"] is True
+    assert Memory.objects.get(user=alice, key="fact:first").pinned is True
+    # The same call answers the same under either name. (Pinning what is pinned already
+    # answers "unchanged" but saves the row again: only its updated_at moves on.)
+    statuses = []
+    for body in (
+        {"key": "fact:first"},
+        {"key": "preference:tea"},  # what the user stated: waits for review
+        {"key": "fact:missing"},
+        {"key": "Not A Key"},
+        {"key": "fact:first", "pinned": True},
+        {},
+    ):
+        original = call_tool(alice_token, "promote_memory", body)
+        alias = call_tool(alice_token, "memory_promote", body)
+        assert alias.status_code == original.status_code, body
+        assert without_times(alias.json()) == without_times(original.json()), body
+        statuses.append(alias.status_code)
+    assert statuses == [200, 202, 404, 400, 400, 400]
+
+
 def test_bad_search_input_is_400(call_tool, alice_token):
     for body, field in [
         ({"query": ""}, "query"),

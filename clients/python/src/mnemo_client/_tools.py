@@ -25,6 +25,7 @@ TOOL_NAMES = (
     "memory_append",
     "memory_delete",
     "memory_list_recent",
+    "memory_promote",
     "memory_read",
     "memory_search",
     "memory_store",
@@ -1047,8 +1048,10 @@ class Tools:
     def memory_list_recent(self, *, limit: int | None = None) -> RecentPage:
         """The most recent memories.
 
-        The user's entries (not the profile or styles), the most recently added or changed
-        first, with their dates. limit 1–50, default 10. Listing does not count as a use.
+        The user's entries (not the profile or styles), with their dates: first the ones
+        used 3 times or more (read with get_memory or found by search_memory) or pinned with
+        promote_memory, then the most recently added or changed. limit 1–50, default 10.
+        Listing does not count as a use.
 
         Args:
             limit: How many, 1–50; default 10.
@@ -1056,6 +1059,25 @@ class Tools:
         POST /api/v1/tools/memory_list_recent
         """
         return self._post("/api/v1/tools/memory_list_recent", {"limit": limit})
+
+    def memory_promote(self, key: str) -> UpdateResult:
+        """Pin a memory.
+
+        The other name of promote_memory (the agent-memory design's name), the same tool.
+        Pin the memory with this key, so it comes first in the working memory (after the
+        profile and styles) and in the scratchpad and memory_list_recent. 404 if there is
+        none. Pinning a memory the user stated waits for their review: 202, status
+        pending_review, with the proposal.
+
+        Args:
+            key: A memory key. Profile: name, role, company, timezone, summary. Style:
+            tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
+            fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
+            slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+
+        POST /api/v1/tools/memory_promote
+        """
+        return self._post("/api/v1/tools/memory_promote", {"key": key})
 
     def memory_read(self, path: str, *, scope: str | None = None) -> Document:
         """Read a document.
@@ -1263,8 +1285,9 @@ class Tools:
         """Pin a memory.
 
         Pin the memory with this key, so it comes first in the working memory (after the
-        profile and styles). 404 if there is none. Pinning a memory the user stated waits
-        for their review: 202, status pending_review, with the proposal.
+        profile and styles) and in the scratchpad and memory_list_recent. 404 if there is
+        none. Pinning a memory the user stated waits for their review: 202, status
+        pending_review, with the proposal.
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
