@@ -920,10 +920,14 @@ def _write_once(
         _check_expected(key, memory, expected)
     if only_new and memory is not None:
         raise Conflict(f"You already have '{key}'; edit it in the list instead.", field="slug")
-    if unless_changed_since is not None and memory is not None:
-        same = memory.snapshot() == {**memory.snapshot(), **_snapshot_fields(fields)}
-        if same or memory.updated_at >= unless_changed_since:
-            return MemoryWrite(memory=memory, created=False, history=None)
+    if memory is not None and (
+        _changes_nothing(memory, fields)
+        or (unless_changed_since is not None and memory.updated_at >= unless_changed_since)
+    ):
+        # Pinning what is pinned, saving what is there (or, for an import, an older change):
+        # no history row, no event, no proposal, and updated_at (which orders the
+        # scratchpad) stays as it was.
+        return MemoryWrite(memory=memory, created=False, history=None)
     if near_check and memory is None and create:
         near = _near_entry(user, key, fields, actor, reason, review_new)
         if near is not None:
@@ -976,6 +980,12 @@ def _write_once(
     if before is None or before["value"] != memory.value:
         request_embedding()
     return MemoryWrite(memory=memory, created=created, history=history)
+
+
+def _changes_nothing(memory: Memory, fields: dict[str, Any]) -> bool:
+    """Whether writing `fields` leaves the memory's state (its snapshot) as it is."""
+    before = memory.snapshot()
+    return before == {**before, **_snapshot_fields(fields)}
 
 
 def _review_gate(

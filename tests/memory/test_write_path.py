@@ -17,7 +17,7 @@ from activity.models import ActivityEvent
 from lib.errors import MemoryPaused, NotFound
 from memory import apis, services
 from memory.apis import MemorySerializer, WorkingMemorySerializer, memory_body
-from memory.models import HistoryAction, Memory, MemoryHistory
+from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal
 from memory.working_memory import build_working_memory
 from profiles.services import profile_update
 from tests.factories import MemoryFactory
@@ -269,3 +269,25 @@ def test_the_response_bodies_are_the_serializers_to_the_byte(alice, alice_agent)
         assert memory_body(row) == MemorySerializer(row).data
     block = build_working_memory(user=alice, budget=500)
     assert apis.working_memory_body(block) == WorkingMemorySerializer(block).data
+
+
+def test_a_write_that_changes_nothing_records_nothing(alice, alice_agent):
+    agent = Actor.for_agent(alice_agent)
+    services.memory_upsert(user=alice, key="fact:tea", value="Likes green tea", actor=agent)
+    services.memory_update(user=alice, key="fact:tea", pinned=True, actor=agent)
+    pinned = Memory.objects.get(user=alice, key="fact:tea")
+    stated = services.memory_upsert(
+        user=alice, key="fact:home", value="Lives in Lisbon", actor=Actor.for_user(alice)
+    ).memory
+    rows, events = MemoryHistory.objects.count(), ActivityEvent.objects.count()
+
+    again = services.memory_update(user=alice, key="fact:tea", pinned=True, actor=agent)
+    # An agent saying what the user said, as the user said it: nothing for the Inbox either.
+    same = services.memory_update(
+        user=alice, key="fact:home", occurred_at=stated.occurred_at.isoformat(), actor=agent
+    )
+
+    assert (again.status, again.history, same.status) == ("unchanged", None, "unchanged")
+    assert Memory.objects.get(pk=pinned.pk).updated_at == pinned.updated_at
+    assert (MemoryHistory.objects.count(), ActivityEvent.objects.count()) == (rows, events)
+    assert not MemoryProposal.objects.filter(user=alice).exists()
