@@ -16,6 +16,13 @@ may edit it there; their edit is simply the current document, so it is what the 
 consolidation starts from, and a consolidation never overwrites an edit it did not read
 (`base_version`).
 
+A consolidation starts from the text the assistant loads: the stored profile capped to the
+user's budget (`cap_profile`), so an edit over the budget is not sent whole and refused
+twice. The lines the cap left out are not in the rewrite, and not lost either: they are in
+the version the consolidation started from (history keeps every version), and
+`consolidation_applied` names that version and how many lines of it were left out. The
+Settings page says when the stored profile is over its budget (`profile_over_budget`).
+
 Tokens are counted with the consolidating model's tokenizer (`model_token_counter()`),
 both when a rewrite is checked against the budget and when the profile is loaded.
 """
@@ -106,6 +113,22 @@ class LoadedProfile:
     tokenizer: str  # the consolidating model's tokenizer, e.g. "tiktoken:o200k_base"
     version_id: int | None  # the stored version served (None for the empty profile)
     exists: bool  # False: nothing stored yet, this is the empty profile
+
+
+@dataclass(frozen=True)
+class OverBudget:
+    """A stored profile longer than the user's budget, and what the assistant reads of it."""
+
+    tokens: int  # of the stored text
+    budget: int
+    kept_bullets: int  # the first bullets the assistant reads (and consolidation starts from)
+    bullets: int  # all the stored text's bullets
+    first_left_out: str  # the first line the assistant does not read (cut to MAX_QUOTE_CHARS)
+    version_id: int | None
+
+    @property
+    def over_by(self) -> int:
+        return self.tokens - self.budget
 
 
 @dataclass(frozen=True)
@@ -369,6 +392,48 @@ def load_profile(user: AbstractBaseUser) -> LoadedProfile:
     )
 
 
+def profile_over_budget(user: AbstractBaseUser) -> OverBudget | None:
+    """The stored profile's overrun of the user's budget (None when it fits or is not
+    stored), counted as `load_profile` counts it."""
+    stored = _read_stored(user)
+    if stored is None:
+        return None
+    budget = profile_for_user(user).profile_budget
+    counter = model_token_counter()
+    tokens = counter.count(stored.body)
+    if tokens <= budget:
+        return None
+    capped, _, _ = cap_profile(stored.body, budget=budget, counter=counter)
+    left_out = left_out_lines(stored.body, capped)
+    return OverBudget(
+        tokens=tokens,
+        budget=budget,
+        kept_bullets=_count_bullets(capped),
+        bullets=_count_bullets(stored.body),
+        first_left_out=_quote(left_out[0]) if left_out else "",
+        version_id=stored.version_id,
+    )
+
+
+def _count_bullets(text: str) -> int:
+    lines = text.splitlines()
+    return sum(1 for line in lines[_body_start(lines) :] if line.startswith(BULLET))
+
+
+def left_out_lines(text: str, capped: str) -> list[str]:
+    """The non-blank lines of `text` that `cap_profile` left out of `capped`: the dropped
+    bullets, and for a cut in prose, the line it cut and every line after it."""
+    kept = capped.splitlines()
+    position = 0
+    left_out = []
+    for line in text.splitlines():
+        if position < len(kept) and kept[position] == line:
+            position += 1
+        elif line.strip():
+            left_out.append(line)
+    return left_out
+
+
 def with_turn_count(text: str, turn_count: int) -> str:
     """The text with its frontmatter's turn_count line saying turn_count; unchanged when it
     has no frontmatter or no such line (a user's edit may have removed them)."""
@@ -473,6 +538,29 @@ def _read_stored(user: AbstractBaseUser) -> _Stored | None:
 
 
 @dataclass(frozen=True)
+class _Base:
+    """What one consolidation round starts from: the stored text capped to the budget."""
+
+    text: str
+    version_id: int | None
+    exists: bool
+    left_out: int  # lines of the stored version the cap left out
+
+
+def _consolidation_base(user: AbstractBaseUser, *, budget: int, counter: TokenCounter) -> _Base:
+    stored = _read_stored(user)
+    if stored is None:
+        return _Base(text=empty_profile(user), version_id=None, exists=False, left_out=0)
+    capped, _, cut = cap_profile(stored.body, budget=budget, counter=counter)
+    return _Base(
+        text=capped,
+        version_id=stored.version_id,
+        exists=True,
+        left_out=len(left_out_lines(stored.body, capped)) if cut else 0,
+    )
+
+
+@dataclass(frozen=True)
 class _Rewrite:
     text: str
     tokens: int
@@ -502,9 +590,10 @@ def consolidate(turn: Turn) -> ProfileOutcome:
     counter = model_token_counter()
     tries = _Tries()
     while True:
-        stored = _read_stored(user)
-        current = empty_profile(user) if stored is None else stored.body
-        answer = _ask(turn, outcome, tries, current=current, budget=budget, counter=counter)
+        # The capped text, as the assistant loads it: the whole of a user's edit over the
+        # budget would be echoed back over the budget and refused twice.
+        base = _consolidation_base(user, budget=budget, counter=counter)
+        answer = _ask(turn, outcome, tries, current=base.text, budget=budget, counter=counter)
         if not isinstance(answer, _Rewrite):
             return answer
         try:
@@ -516,8 +605,8 @@ def consolidate(turn: Turn) -> ProfileOutcome:
                     path=PROFILE_PATH,
                     content=answer.text,
                     actor=Actor.system(),
-                    base_version=stored.version_id if stored else None,
-                    create_only=stored is None,
+                    base_version=base.version_id,
+                    create_only=not base.exists,
                     turn=turn,
                 )
                 version = document.written_version
@@ -529,6 +618,8 @@ def consolidate(turn: Turn) -> ProfileOutcome:
                     profile_tokens=answer.tokens,
                     prompt_tokens=outcome.prompt_tokens,
                     completion_tokens=outcome.completion_tokens,
+                    left_out_lines=base.left_out,
+                    left_out_version_id=base.version_id if base.left_out else None,
                 )
         except VersionConflict:
             # The user (or another consolidation) changed the profile since it was read:
