@@ -372,11 +372,7 @@ def load_profile(user: AbstractBaseUser) -> LoadedProfile:
             )
         text, version_id = empty_profile(user), None
     else:
-        # turn_count counts every processed turn, NOOPs included, while last_updated says
-        # when the text last changed. Rewriting the document after a NOOP just to bump the
-        # count would add a version per turn with no change in it, so the stored count is
-        # only the one at the last rewrite and the live count is put in here, when read.
-        text = with_turn_count(stored.body, processed_turn_count(user))
+        text = _served_text(user, stored)
         version_id = stored.version_id
     budget = profile_for_user(user).profile_budget
     counter = model_token_counter()
@@ -392,6 +388,14 @@ def load_profile(user: AbstractBaseUser) -> LoadedProfile:
     )
 
 
+def _served_text(user: AbstractBaseUser, stored: _Stored) -> str:
+    # turn_count counts every processed turn, NOOPs included, while last_updated says
+    # when the text last changed. Rewriting the document after a NOOP just to bump the
+    # count would add a version per turn with no change in it, so the stored count is
+    # only the one at the last rewrite and the live count is put in here, when read.
+    return with_turn_count(stored.body, processed_turn_count(user))
+
+
 def profile_over_budget(user: AbstractBaseUser) -> OverBudget | None:
     """The stored profile's overrun of the user's budget (None when it fits or is not
     stored), counted as `load_profile` counts it."""
@@ -400,16 +404,17 @@ def profile_over_budget(user: AbstractBaseUser) -> OverBudget | None:
         return None
     budget = profile_for_user(user).profile_budget
     counter = model_token_counter()
-    tokens = counter.count(stored.body)
+    text = _served_text(user, stored)
+    tokens = counter.count(text)
     if tokens <= budget:
         return None
-    capped, _, _ = cap_profile(stored.body, budget=budget, counter=counter)
-    left_out = left_out_lines(stored.body, capped)
+    capped, _, _ = cap_profile(text, budget=budget, counter=counter)
+    left_out = left_out_lines(text, capped)
     return OverBudget(
         tokens=tokens,
         budget=budget,
         kept_bullets=_count_bullets(capped),
-        bullets=_count_bullets(stored.body),
+        bullets=_count_bullets(text),
         first_left_out=_quote(left_out[0]) if left_out else "",
         version_id=stored.version_id,
     )
@@ -427,6 +432,9 @@ def left_out_lines(text: str, capped: str) -> list[str]:
     position = 0
     left_out = []
     for line in text.splitlines():
+        # The `_(empty)_` the cap wrote into a section it emptied is not in `text`.
+        while position < len(kept) and kept[position] == EMPTY_MARK != line:
+            position += 1
         if position < len(kept) and kept[position] == line:
             position += 1
         elif line.strip():
@@ -467,8 +475,7 @@ def cap_profile(text: str, *, budget: int, counter: TokenCounter) -> tuple[str, 
     bullets = [i for i in range(start, len(lines)) if lines[i].startswith(BULLET)]
 
     def keeping(kept: int) -> str:
-        dropped = set(bullets[kept:])
-        return "".join(line for i, line in enumerate(lines) if i not in dropped)
+        return _without_lines(lines, dropped=set(bullets[kept:]))
 
     if counter.count(keeping(0)) > budget:
         capped = _cut_to_budget(keeping(0), budget=budget, counter=counter)
@@ -484,6 +491,35 @@ def cap_profile(text: str, *, budget: int, counter: TokenCounter) -> tuple[str, 
             over = middle
     capped = keeping(fits)
     return capped, counter.count(capped), True
+
+
+def _without_lines(lines: list[str], *, dropped: set[int]) -> str:
+    """The text without the `dropped` bullet lines; a section they leave with nothing in it
+    says `_(empty)_`, so the capped profile keeps the format (consolidation sends it to the
+    model, which would otherwise copy a blank section and be refused for it)."""
+    kept: list[str] = []
+    heading = None  # the index in `kept` of the current section's heading
+    emptied = False  # the current section lost bullets and has nothing left
+    for index, line in enumerate(lines):
+        if line.startswith("## "):
+            if emptied and heading is not None:
+                kept.insert(heading + 1, f"{EMPTY_MARK}\n")
+            heading, emptied = len(kept), False
+        if index in dropped:
+            emptied = emptied or (heading is not None and _section_is_blank(kept, heading))
+            continue
+        if heading is not None and line.strip() and not line.startswith("## "):
+            emptied = False
+        kept.append(line)
+    if emptied and heading is not None:
+        if not kept[-1].endswith("\n"):
+            kept[-1] += "\n"
+        kept.insert(heading + 1, f"{EMPTY_MARK}\n")
+    return "".join(kept)
+
+
+def _section_is_blank(kept: list[str], heading: int) -> bool:
+    return not any(line.strip() for line in kept[heading + 1 :])
 
 
 def _body_start(lines: list[str]) -> int:
@@ -551,12 +587,13 @@ def _consolidation_base(user: AbstractBaseUser, *, budget: int, counter: TokenCo
     stored = _read_stored(user)
     if stored is None:
         return _Base(text=empty_profile(user), version_id=None, exists=False, left_out=0)
-    capped, _, cut = cap_profile(stored.body, budget=budget, counter=counter)
+    served = _served_text(user, stored)
+    capped, _, cut = cap_profile(served, budget=budget, counter=counter)
     return _Base(
         text=capped,
         version_id=stored.version_id,
         exists=True,
-        left_out=len(left_out_lines(stored.body, capped)) if cut else 0,
+        left_out=len(left_out_lines(served, capped)) if cut else 0,
     )
 
 

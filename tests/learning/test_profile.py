@@ -360,7 +360,10 @@ def hand_edit_over_the_budget() -> str:
 
 
 def profile_in_prompt(request) -> str:
-    prompt = request.json["messages"][1]["content"]
+    return profile_in_prompt_text(request.json["messages"][1]["content"])
+
+
+def profile_in_prompt_text(prompt: str) -> str:
     return prompt.split("<profile>\n", 1)[1].split("\n</profile>", 1)[0]
 
 
@@ -395,6 +398,31 @@ def test_consolidation_starts_from_the_capped_profile_the_assistant_loads(
     assert outcome.attempts == 1
     assert failures(alice) == []
     assert "- Acme's data platform" in profile_document(alice).body
+
+
+def test_a_model_that_keeps_what_it_was_sent_is_not_refused_for_a_users_long_edit(
+    llm_server, alice, alice_agent
+):
+    # Issue 27: with the whole 1,300-token edit in the prompt, a model keeping the profile
+    # as it was (making room for nothing) was refused twice, "must stay within 500".
+    set_profile_budget(alice, 500)
+    store(alice, hand_edit_over_the_budget())
+
+    def keep_the_profile_dropping_two_bullets(payload) -> str:
+        lines = profile_in_prompt_text(payload["messages"][1]["content"]).splitlines()
+        last_bullets = [i for i, line in enumerate(lines) if line.startswith("- ")][-2:]
+        return "\n".join(line for i, line in enumerate(lines) if i not in last_bullets)
+
+    llm_server.chat_default = keep_the_profile_dropping_two_bullets
+
+    outcome = consolidate(make_turn(alice, alice_agent))
+
+    assert outcome.status == ProfileStatus.REWRITTEN
+    assert outcome.attempts == 1
+    assert len(llm_server.chat_requests) == 1
+    assert failures(alice) == []
+    assert outcome.profile_tokens <= 500
+    assert "- Topic 0:" in profile_document(alice).body
 
 
 def test_the_users_over_budget_edit_is_never_lost_when_a_rewrite_replaces_it(
@@ -763,3 +791,24 @@ def test_cap_leaves_a_profile_within_the_budget_alone():
     counter = model_token_counter()
     text = answer(Identity=["Alice"])
     assert cap_profile(text, budget=500, counter=counter) == (text, counter.count(text), False)
+
+
+def test_cap_marks_a_section_it_emptied_so_the_capped_profile_keeps_the_format():
+    counter = model_token_counter()
+    text = answer(
+        Identity=["Alice"],
+        Recent_Topics=long_bullets(20),
+        Open_Questions=long_bullets(20, prefix="Question"),
+    )
+    budget = counter.count(answer(Identity=["Alice"], Recent_Topics=long_bullets(10)))
+
+    capped, tokens, cut = cap_profile(text, budget=budget, counter=counter)
+
+    assert cut is True
+    assert tokens <= budget
+    assert "## Open Questions / Follow-ups\n_(empty)_\n" in capped
+    assert validate_profile(capped) == []
+    left_out = left_out_lines(text, capped)
+    assert left_out[-1] == f"- {long_bullets(20, prefix='Question')[19]}"
+    assert all(line.startswith("- ") and line not in capped for line in left_out)
+    assert len(left_out) == text.count("\n- ") - capped.count("\n- ")
