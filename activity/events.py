@@ -240,18 +240,24 @@ def consolidation_applied(
     profile_tokens: int,
     prompt_tokens: int,
     completion_tokens: int,
+    left_out_lines: int = 0,
+    left_out_version_id: int | None = None,
 ) -> ActivityEvent:
+    """The profile rewritten. When the stored profile was over the budget, the rewrite
+    started from its capped text: left_out_version_id is the version that keeps the
+    left_out_lines the rewrite never saw."""
+    payload: dict[str, object] = {
+        "turn_id": turn_id,
+        "version_id": version_id,
+        "profile_tokens": profile_tokens,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+    }
+    if left_out_lines:
+        payload["left_out_lines"] = left_out_lines
+        payload["left_out_version_id"] = left_out_version_id
     return _record(
-        EventType.CONSOLIDATION_APPLIED,
-        user=user,
-        actor=Actor.system(),
-        payload={
-            "turn_id": turn_id,
-            "version_id": version_id,
-            "profile_tokens": profile_tokens,
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-        },
+        EventType.CONSOLIDATION_APPLIED, user=user, actor=Actor.system(), payload=payload
     )
 
 

@@ -16,6 +16,13 @@ may edit it there; their edit is simply the current document, so it is what the 
 consolidation starts from, and a consolidation never overwrites an edit it did not read
 (`base_version`).
 
+A consolidation starts from the text the assistant loads: the stored profile capped to the
+user's budget (`cap_profile`), so an edit over the budget is not sent whole and refused
+twice. The lines the cap left out are not in the rewrite, and not lost either: they are in
+the version the consolidation started from (history keeps every version), and
+`consolidation_applied` names that version and how many lines of it were left out. The
+Settings page says when the stored profile is over its budget (`profile_over_budget`).
+
 Tokens are counted with the consolidating model's tokenizer (`model_token_counter()`),
 both when a rewrite is checked against the budget and when the profile is loaded.
 """
@@ -106,6 +113,22 @@ class LoadedProfile:
     tokenizer: str  # the consolidating model's tokenizer, e.g. "tiktoken:o200k_base"
     version_id: int | None  # the stored version served (None for the empty profile)
     exists: bool  # False: nothing stored yet, this is the empty profile
+
+
+@dataclass(frozen=True)
+class OverBudget:
+    """A stored profile longer than the user's budget, and what the assistant reads of it."""
+
+    tokens: int  # of the stored text
+    budget: int
+    kept_bullets: int  # the first bullets the assistant reads (and consolidation starts from)
+    bullets: int  # all the stored text's bullets
+    first_left_out: str  # the first line the assistant does not read (cut to MAX_QUOTE_CHARS)
+    version_id: int | None
+
+    @property
+    def over_by(self) -> int:
+        return self.tokens - self.budget
 
 
 @dataclass(frozen=True)
@@ -349,11 +372,7 @@ def load_profile(user: AbstractBaseUser) -> LoadedProfile:
             )
         text, version_id = empty_profile(user), None
     else:
-        # turn_count counts every processed turn, NOOPs included, while last_updated says
-        # when the text last changed. Rewriting the document after a NOOP just to bump the
-        # count would add a version per turn with no change in it, so the stored count is
-        # only the one at the last rewrite and the live count is put in here, when read.
-        text = with_turn_count(stored.body, processed_turn_count(user))
+        text = _served_text(user, stored)
         version_id = stored.version_id
     budget = profile_for_user(user).profile_budget
     counter = model_token_counter()
@@ -367,6 +386,60 @@ def load_profile(user: AbstractBaseUser) -> LoadedProfile:
         version_id=version_id,
         exists=stored is not None,
     )
+
+
+def _served_text(user: AbstractBaseUser, stored: _Stored) -> str:
+    # turn_count counts every processed turn, NOOPs included, while last_updated says
+    # when the text last changed. Rewriting the document after a NOOP just to bump the
+    # count would add a version per turn with no change in it, so the stored count is
+    # only the one at the last rewrite and the live count is put in here, when read.
+    return with_turn_count(stored.body, processed_turn_count(user))
+
+
+def profile_over_budget(user: AbstractBaseUser) -> OverBudget | None:
+    """The stored profile's overrun of the user's budget (None when it fits or is not
+    stored), counted as `load_profile` counts it."""
+    stored = _read_stored(user)
+    if stored is None:
+        return None
+    budget = profile_for_user(user).profile_budget
+    counter = model_token_counter()
+    text = _served_text(user, stored)
+    tokens = counter.count(text)
+    if tokens <= budget:
+        return None
+    capped, _, _ = cap_profile(text, budget=budget, counter=counter)
+    left_out = left_out_lines(text, capped)
+    return OverBudget(
+        tokens=tokens,
+        budget=budget,
+        kept_bullets=_count_bullets(capped),
+        bullets=_count_bullets(text),
+        first_left_out=_quote(left_out[0]) if left_out else "",
+        version_id=stored.version_id,
+    )
+
+
+def _count_bullets(text: str) -> int:
+    lines = text.splitlines()
+    return sum(1 for line in lines[_body_start(lines) :] if line.startswith(BULLET))
+
+
+def left_out_lines(text: str, capped: str) -> list[str]:
+    """The non-blank lines of `text` that `cap_profile` left out of `capped`: the dropped
+    bullets, and for a cut in prose, the line it cut and every line after it."""
+    kept = capped.splitlines()
+    position = 0
+    left_out = []
+    for line in text.splitlines():
+        # The `_(empty)_` the cap wrote into a section it emptied is not in `text`.
+        while position < len(kept) and kept[position] == EMPTY_MARK != line:
+            position += 1
+        if position < len(kept) and kept[position] == line:
+            position += 1
+        elif line.strip():
+            left_out.append(line)
+    return left_out
 
 
 def with_turn_count(text: str, turn_count: int) -> str:
@@ -402,8 +475,7 @@ def cap_profile(text: str, *, budget: int, counter: TokenCounter) -> tuple[str, 
     bullets = [i for i in range(start, len(lines)) if lines[i].startswith(BULLET)]
 
     def keeping(kept: int) -> str:
-        dropped = set(bullets[kept:])
-        return "".join(line for i, line in enumerate(lines) if i not in dropped)
+        return _without_lines(lines, dropped=set(bullets[kept:]))
 
     if counter.count(keeping(0)) > budget:
         capped = _cut_to_budget(keeping(0), budget=budget, counter=counter)
@@ -419,6 +491,35 @@ def cap_profile(text: str, *, budget: int, counter: TokenCounter) -> tuple[str, 
             over = middle
     capped = keeping(fits)
     return capped, counter.count(capped), True
+
+
+def _without_lines(lines: list[str], *, dropped: set[int]) -> str:
+    """The text without the `dropped` bullet lines; a section they leave with nothing in it
+    says `_(empty)_`, so the capped profile keeps the format (consolidation sends it to the
+    model, which would otherwise copy a blank section and be refused for it)."""
+    kept: list[str] = []
+    heading = None  # the index in `kept` of the current section's heading
+    emptied = False  # the current section lost bullets and has nothing left
+    for index, line in enumerate(lines):
+        if line.startswith("## "):
+            if emptied and heading is not None:
+                kept.insert(heading + 1, f"{EMPTY_MARK}\n")
+            heading, emptied = len(kept), False
+        if index in dropped:
+            emptied = emptied or (heading is not None and _section_is_blank(kept, heading))
+            continue
+        if heading is not None and line.strip() and not line.startswith("## "):
+            emptied = False
+        kept.append(line)
+    if emptied and heading is not None:
+        if not kept[-1].endswith("\n"):
+            kept[-1] += "\n"
+        kept.insert(heading + 1, f"{EMPTY_MARK}\n")
+    return "".join(kept)
+
+
+def _section_is_blank(kept: list[str], heading: int) -> bool:
+    return not any(line.strip() for line in kept[heading + 1 :])
 
 
 def _body_start(lines: list[str]) -> int:
@@ -473,6 +574,30 @@ def _read_stored(user: AbstractBaseUser) -> _Stored | None:
 
 
 @dataclass(frozen=True)
+class _Base:
+    """What one consolidation round starts from: the stored text capped to the budget."""
+
+    text: str
+    version_id: int | None
+    exists: bool
+    left_out: int  # lines of the stored version the cap left out
+
+
+def _consolidation_base(user: AbstractBaseUser, *, budget: int, counter: TokenCounter) -> _Base:
+    stored = _read_stored(user)
+    if stored is None:
+        return _Base(text=empty_profile(user), version_id=None, exists=False, left_out=0)
+    served = _served_text(user, stored)
+    capped, _, cut = cap_profile(served, budget=budget, counter=counter)
+    return _Base(
+        text=capped,
+        version_id=stored.version_id,
+        exists=True,
+        left_out=len(left_out_lines(served, capped)) if cut else 0,
+    )
+
+
+@dataclass(frozen=True)
 class _Rewrite:
     text: str
     tokens: int
@@ -502,9 +627,10 @@ def consolidate(turn: Turn) -> ProfileOutcome:
     counter = model_token_counter()
     tries = _Tries()
     while True:
-        stored = _read_stored(user)
-        current = empty_profile(user) if stored is None else stored.body
-        answer = _ask(turn, outcome, tries, current=current, budget=budget, counter=counter)
+        # The capped text, as the assistant loads it: the whole of a user's edit over the
+        # budget would be echoed back over the budget and refused twice.
+        base = _consolidation_base(user, budget=budget, counter=counter)
+        answer = _ask(turn, outcome, tries, current=base.text, budget=budget, counter=counter)
         if not isinstance(answer, _Rewrite):
             return answer
         try:
@@ -516,8 +642,8 @@ def consolidate(turn: Turn) -> ProfileOutcome:
                     path=PROFILE_PATH,
                     content=answer.text,
                     actor=Actor.system(),
-                    base_version=stored.version_id if stored else None,
-                    create_only=stored is None,
+                    base_version=base.version_id,
+                    create_only=not base.exists,
                     turn=turn,
                 )
                 version = document.written_version
@@ -529,6 +655,8 @@ def consolidate(turn: Turn) -> ProfileOutcome:
                     profile_tokens=answer.tokens,
                     prompt_tokens=outcome.prompt_tokens,
                     completion_tokens=outcome.completion_tokens,
+                    left_out_lines=base.left_out,
+                    left_out_version_id=base.version_id if base.left_out else None,
                 )
         except VersionConflict:
             # The user (or another consolidation) changed the profile since it was read:

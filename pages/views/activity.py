@@ -250,10 +250,21 @@ def _describe_learning(event: ActivityEvent, by_agent: str) -> str:
         size = _count(payload.get("profile_tokens"))
         cost = _count(payload.get("prompt_tokens")) + _count(payload.get("completion_tokens"))
         after = f" after turn {turn_id}" if turn_id else ""
-        return (
+        sentence = (
             f"Profile rewritten{after}: now {_counted(size, 'token')}, "
             f"{_counted(cost, 'LLM token')} used"
         )
+        left_out = _count(payload.get("left_out_lines"))
+        if left_out:
+            # learning/profile.py consolidates from the capped text; the rest is only in
+            # the version it started from, so the row says which one.
+            source = _count(payload.get("left_out_version_id"))
+            kept_in = f"version {source}" if source else "the profile's history"
+            sentence += (
+                f"; it started from the capped profile, and the {_counted(left_out, 'line')}"
+                f" over the budget stay in {kept_in}"
+            )
+        return sentence
     if kind in (EventType.CONSOLIDATION_FAILED, EventType.CAPTURE_FAILED):
         what = "Consolidation" if kind == EventType.CONSOLIDATION_FAILED else "Capture"
         of = f" for turn {turn_id}" if turn_id else ""

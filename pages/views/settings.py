@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from learning.profile import profile_over_budget
 from lib.errors import InvalidInput
 from lib.pages import HtmxHttpRequest, add_service_error, done, no_store, render_page
 from profiles.forms import (
@@ -62,6 +63,7 @@ def _settings_context(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
     return {
         "profile": profile,
         "learning_form": _learning_form(profile),
+        "profile_over_budget": profile_over_budget(request.user),
         "heartbeat_form": _heartbeat_form(profile),
         "search_stats": search_stats(user=request.user),
         **extra,
@@ -97,7 +99,11 @@ def learning_settings(request: HtmxHttpRequest) -> HttpResponse:
             add_service_error(form, error)
     if profile is None:
         if request.htmx:
-            context = {"profile": profile_for_user(request.user), "learning_form": form}
+            context = {
+                "profile": profile_for_user(request.user),
+                "learning_form": form,
+                "profile_over_budget": profile_over_budget(request.user),
+            }
             return render_page(request, TEMPLATE, context, partial="learning")
         context = _settings_context(request, learning_form=form)
         return render_page(request, TEMPLATE, context, status=400)
@@ -110,6 +116,8 @@ def learning_settings(request: HtmxHttpRequest) -> HttpResponse:
             "profile": profile,
             "learning_form": _learning_form(profile),
             "learning_message": message,
+            # A new budget may put the stored profile over it, or back within it.
+            "profile_over_budget": profile_over_budget(request.user),
         }
         return render_page(request, TEMPLATE, context, partial="learning")
     return done(request, message, _settings_url())

@@ -20,6 +20,7 @@ from learning.profile import (
     cap_profile,
     consolidate,
     empty_profile,
+    left_out_lines,
     load_profile,
     parse_profile,
     render_profile,
@@ -348,6 +349,136 @@ def test_a_rewrite_over_the_budget_is_refused_retried_once_and_changes_nothing(
     assert not ActivityEvent.objects.filter(event_type=EventType.CONSOLIDATION_APPLIED).exists()
 
 
+def hand_edit_over_the_budget() -> str:
+    """A user's own profile of about 1,300 tokens, as in issue 27 (budget 500)."""
+    return answer(
+        Identity=["Alice, data engineer at Acme"],
+        Communication=["Short answers, no emojis"],
+        Recent_Topics=long_bullets(40),
+        Open_Questions=long_bullets(40, prefix="Question"),
+    )
+
+
+def profile_in_prompt(request) -> str:
+    return profile_in_prompt_text(request.json["messages"][1]["content"])
+
+
+def profile_in_prompt_text(prompt: str) -> str:
+    return prompt.split("<profile>\n", 1)[1].split("\n</profile>", 1)[0]
+
+
+def test_consolidation_starts_from_the_capped_profile_the_assistant_loads(
+    llm_server, alice, alice_agent
+):
+    set_profile_budget(alice, 500)
+    edit = hand_edit_over_the_budget()
+    store(alice, edit)
+    counter = model_token_counter()
+    assert counter.count(edit) > 1200  # more than twice the budget
+    loaded = load_profile(alice)
+    assert loaded.cut is True
+    turn = make_turn(alice, alice_agent)
+    rewrite = answer(
+        Identity=["Alice, data engineer at Acme"],
+        Communication=["Short answers, no emojis"],
+        Recent_Topics=["Acme's data platform", *long_bullets(3)],
+    )
+    llm_server.script_chat(ChatReply(rewrite, usage=FEW_TOKENS))
+
+    outcome = consolidate(turn)
+
+    [request] = llm_server.chat_requests  # one call: no refusal, no retry
+    sent = profile_in_prompt(request)
+    assert sent == loaded.text.strip()
+    assert counter.count(sent) <= 500
+    assert "- Topic 0:" in sent
+    assert "- Topic 39:" not in sent
+    assert "- Question 0:" not in sent
+    assert outcome.status == ProfileStatus.REWRITTEN
+    assert outcome.attempts == 1
+    assert failures(alice) == []
+    assert "- Acme's data platform" in profile_document(alice).body
+
+
+def test_a_model_that_keeps_what_it_was_sent_is_not_refused_for_a_users_long_edit(
+    llm_server, alice, alice_agent
+):
+    # Issue 27: with the whole 1,300-token edit in the prompt, a model keeping the profile
+    # as it was (making room for nothing) was refused twice, "must stay within 500".
+    set_profile_budget(alice, 500)
+    store(alice, hand_edit_over_the_budget())
+
+    def keep_the_profile_dropping_two_bullets(payload) -> str:
+        lines = profile_in_prompt_text(payload["messages"][1]["content"]).splitlines()
+        last_bullets = [i for i, line in enumerate(lines) if line.startswith("- ")][-2:]
+        return "\n".join(line for i, line in enumerate(lines) if i not in last_bullets)
+
+    llm_server.chat_default = keep_the_profile_dropping_two_bullets
+
+    outcome = consolidate(make_turn(alice, alice_agent))
+
+    assert outcome.status == ProfileStatus.REWRITTEN
+    assert outcome.attempts == 1
+    assert len(llm_server.chat_requests) == 1
+    assert failures(alice) == []
+    assert outcome.profile_tokens <= 500
+    assert "- Topic 0:" in profile_document(alice).body
+
+
+def test_the_users_over_budget_edit_is_never_lost_when_a_rewrite_replaces_it(
+    llm_server, client, alice, alice_agent
+):
+    set_profile_budget(alice, 500)
+    edit = hand_edit_over_the_budget()
+    edit_version = store(alice, edit)
+    capped, _, _ = cap_profile(edit, budget=500, counter=model_token_counter())
+    left_out = left_out_lines(edit, capped)
+    assert "- Question 39: a rather long note about something discussed at length" in left_out
+    turn = make_turn(alice, alice_agent)
+    llm_server.script_chat(ChatReply(answer(Identity=["Alice, data engineer at Acme"])))
+
+    outcome = consolidate(turn)
+
+    assert outcome.status == ProfileStatus.REWRITTEN
+    # The version the user wrote is still in the history, whole.
+    kept = DocumentVersion.objects.get(pk=edit_version)
+    assert kept.body == edit
+    assert kept.actor_type == ActorKind.USER
+    # Every line the user wrote is in the new profile or in that version, which the
+    # consolidation's record names.
+    new_body = profile_document(alice).body
+    assert all(line in new_body or line in kept.body for line in edit.splitlines())
+    [applied] = ActivityEvent.objects.filter(event_type=EventType.CONSOLIDATION_APPLIED)
+    assert applied.payload["left_out_lines"] == len(left_out) > 0
+    assert applied.payload["left_out_version_id"] == edit_version
+    assert all(line in kept.body for line in left_out)
+    assert all(line not in capped for line in left_out if line.startswith("- "))
+    client.force_login(alice)
+    page = client.get("/activity/").content.decode()
+    assert (
+        f"it started from the capped profile, and the {len(left_out)} lines over the budget "
+        f"stay in version {edit_version}"
+    ) in page
+
+
+def test_a_profile_within_the_budget_records_nothing_left_out(llm_server, alice):
+    store(alice, answer(Identity=["Alice"]))
+    llm_server.script_chat(ChatReply(answer(Identity=["Alice"], Work=["Acme"])))
+
+    consolidate(make_turn(alice))
+
+    [applied] = ActivityEvent.objects.filter(event_type=EventType.CONSOLIDATION_APPLIED)
+    assert "left_out_lines" not in applied.payload
+    assert "left_out_version_id" not in applied.payload
+
+
+def test_left_out_lines_of_a_cut_in_prose_are_the_cut_line_and_the_rest():
+    text = "---\nkey: 1\n---\nfirst line kept\nsecond line cut here\nthird\n"
+    capped = "---\nkey: 1\n---\nfirst line kept\nsecond line\n"
+
+    assert left_out_lines(text, capped) == ["second line cut here", "third"]
+
+
 @pytest.mark.parametrize(
     ("broken", "problem"),
     [
@@ -660,3 +791,24 @@ def test_cap_leaves_a_profile_within_the_budget_alone():
     counter = model_token_counter()
     text = answer(Identity=["Alice"])
     assert cap_profile(text, budget=500, counter=counter) == (text, counter.count(text), False)
+
+
+def test_cap_marks_a_section_it_emptied_so_the_capped_profile_keeps_the_format():
+    counter = model_token_counter()
+    text = answer(
+        Identity=["Alice"],
+        Recent_Topics=long_bullets(20),
+        Open_Questions=long_bullets(20, prefix="Question"),
+    )
+    budget = counter.count(answer(Identity=["Alice"], Recent_Topics=long_bullets(10)))
+
+    capped, tokens, cut = cap_profile(text, budget=budget, counter=counter)
+
+    assert cut is True
+    assert tokens <= budget
+    assert "## Open Questions / Follow-ups\n_(empty)_\n" in capped
+    assert validate_profile(capped) == []
+    left_out = left_out_lines(text, capped)
+    assert left_out[-1] == f"- {long_bullets(20, prefix='Question')[19]}"
+    assert all(line.startswith("- ") and line not in capped for line in left_out)
+    assert len(left_out) == text.count("\n- ") - capped.count("\n- ")

@@ -17,8 +17,10 @@ from activity.actors import Actor
 from activity.models import EventType
 from context.models import DocumentVersion
 from context.services import document_write
+from learning.profile import cap_profile, left_out_lines
 from lib.errors import InvalidInput
 from llm import selectors as llm_selectors
+from llm.client import model_token_counter
 from llm.models import CallOutcome, LLMCall, Turn, TurnStatus
 from memory.models import Memory, MemoryProposal, ProposalAction, ProposalTrigger, Source
 from profiles.models import Agent, Profile
@@ -126,6 +128,62 @@ def test_learning_settings_save_htmx(client, alice, no_llm):
     )
     assert "Saved. Learning from turns is off" in off.content.decode()
     assert Profile.objects.get(user=alice).auto_learn is False
+
+
+def _over_budget_edit(user) -> tuple[str, int]:
+    """The user's own USER_MEMORY.md of 40 bullets, each with markup in it; its version."""
+    bullets = "\n".join(f"- Topic {n}: <b>long</b> notes about a subject & more" for n in range(40))
+    text = (
+        "---\nuser_id: 1\nschema_version: 1\nlast_updated: 2025-06-03T09:00:00+00:00\n"
+        f"turn_count: 0\n---\n\n# User Memory\n\n## Identity\n{bullets}\n"
+    )
+    document = document_write(
+        user=user, path="USER_MEMORY.md", content=text, actor=Actor.for_user(user)
+    )
+    return text, document.written_version.pk
+
+
+def test_settings_say_the_stored_profile_is_over_its_budget_and_by_how_much(client, alice, no_llm):
+    Profile.objects.create(user=alice, profile_budget=500)
+    text, version = _over_budget_edit(alice)
+    counter = model_token_counter()
+    tokens = counter.count(text)
+    capped, _, _ = cap_profile(text, budget=500, counter=counter)
+    kept = capped.count("\n- ")
+    first_left_out = left_out_lines(text, capped)[0]
+    assert 0 < kept < 40
+    assert tokens > 500
+    client.force_login(alice)
+
+    html = client.get("/settings/").content.decode()
+
+    assert (
+        f"Your profile (<code>USER_MEMORY.md</code>) is {tokens:,} tokens, {tokens - 500:,} over "
+        f"its budget of 500: the assistant reads the first {kept} of its 40 bullets; it stops "
+        f"before “{escape(first_left_out)}”, and the next consolidation rewrites the profile "
+        "from that part."
+    ) in html
+    assert f'<a href="/documents/versions/{version}/">this version</a>' in html
+    assert "&lt;b&gt;long&lt;/b&gt; notes about a subject &amp; more" in html
+    assert "<b>long</b>" not in html
+    assert 'aria-describedby="profile-budget-help profile-over-budget"' in html
+
+    # A budget the profile fits in: the note goes with the saved setting.
+    raised = client.post(
+        "/settings/learning/", LEARNING_ON | {"profile_budget": "8000"}, headers=HX
+    ).content.decode()
+    assert "Saved." in raised
+    assert 'id="profile-over-budget"' not in raised
+
+
+def test_settings_say_nothing_of_a_profile_within_its_budget(client, alice, no_llm):
+    _over_budget_edit(alice)  # about 600 tokens: within the default budget of 2000
+    client.force_login(alice)
+    assert 'id="profile-over-budget"' not in client.get("/settings/").content.decode()
+    lowered = client.post(
+        "/settings/learning/", LEARNING_ON | {"profile_budget": "500"}, headers=HX
+    ).content.decode()
+    assert 'id="profile-over-budget"' in lowered
 
 
 def test_learning_settings_without_js_redirects_with_message(client, alice, no_llm):
