@@ -142,7 +142,8 @@ class Part:
 
     `tokens` is what the part takes in the prompt (heading included) when included, and
     what it would have taken when left out. `cut`: a daily log lost its oldest lines, the
-    working memory left memories out, or the profile lost bullets to its own budget."""
+    working memory left memories out, or the profile lost bullets to its own budget or to
+    the prompt's."""
 
     name: str
     kind: PartKind
