@@ -341,7 +341,9 @@ def _scoped(scope: str, path: str, kind: PartKind, body: str, *, day: str = "") 
     """A MEMORY.md or daily log of a scope, under a heading that names the scope (and the
     day): `MEMORY.md`, `daily/2025-06-03.md (today)` in the user's own scope,
     `MEMORY.md (shared:team)`, `daily/2025-06-03.md (shared:team, today)` in another. The
-    part's name is the heading without the day."""
+    part's name is the heading without the day. A scope's name stands outside the fence:
+    it is "global" or shared:<slug>, a slug being [a-z0-9_-] only (context/models.py
+    SharedScope), so it can say nothing to the agent."""
     name = path if scope == OWN_SCOPE else f"{path} ({scope})"
     marks = ", ".join(mark for mark in (scope if scope != OWN_SCOPE else "", day) if mark)
     title = f"{path} ({marks})" if marks else path
