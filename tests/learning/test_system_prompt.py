@@ -522,11 +522,21 @@ def test_today_and_yesterday_are_the_users_local_dates(client, monkeypatch, alic
     write(alice, "daily/2025-06-04.md", "- 01:00 Singapore today")
     write(alice, "daily/2025-06-03.md", "- 23:00 Singapore yesterday")
     write(alice, "daily/2025-06-02.md", "- 09:00 UTC's yesterday")
+    # A granted scope's logs are picked by the same (the user's) local dates.
+    team = SharedScope.objects.create(slug="team")
+    ScopeGrant.objects.create(scope=team, user=alice)
+    shared(team, "daily/2025-06-04.md", "- 01:10 Team's Singapore today")
+    shared(team, "daily/2025-06-02.md", "- 09:00 Team's UTC yesterday")
 
     body = prompt_of(client, alice_token)
 
     logs = [part["name"] for part in body["parts"] if part["kind"] == "daily_log"]
-    assert logs == ["daily/2025-06-04.md", "daily/2025-06-03.md"]
+    assert logs == [
+        "daily/2025-06-04.md",
+        "daily/2025-06-04.md (shared:team)",
+        "daily/2025-06-03.md",
+    ]
+    assert "Team's UTC yesterday" not in body["prompt"]
     assert section("daily/2025-06-04.md (today)", "- 01:00 Singapore today") in body["prompt"]
     assert (
         section("daily/2025-06-03.md (yesterday)", "- 23:00 Singapore yesterday")
