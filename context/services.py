@@ -109,7 +109,7 @@ class ProfileReadOnly(Forbidden):
         super().__init__(
             f"{PROFILE_PATH} is the user's consolidated profile: only the user and Mnemo's "
             "own consolidation of reported turns write it, never an agent. Report the turn "
-            "(report_turn) so Mnemo can learn from it, or note what you learned with "
+            "(POST /api/v1/turns) so Mnemo can learn from it, or note what you learned with "
             "memory_store. Nothing was changed.",
             field="path",
         )

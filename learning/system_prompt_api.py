@@ -55,6 +55,12 @@ Timezone: Asia/Singapore
 - Q3 launch moved to September.
 ```
 
+## MEMORY.md (shared:growth)
+
+```text
+- Weekly metrics review on Mondays.
+```
+
 ## daily/2025-06-03.md (today)
 
 ```text
@@ -81,7 +87,8 @@ class SystemPromptQuerySerializer(serializers.Serializer):
 class PromptPartSerializer(serializers.Serializer):
     name = serializers.CharField(
         help_text="The file's path (IDENTITY.md, agents/<your agent name>/SOUL.md, "
-        "MEMORY.md, daily/2025-06-03.md, …), or 'Working memory' or 'Memory tools'."
+        "MEMORY.md, daily/2025-06-03.md, …), followed by its scope's name for another "
+        "scope's ('MEMORY.md (shared:team)'), or 'Working memory' or 'Memory tools'."
     )
     kind = serializers.ChoiceField(choices=[kind.value for kind in PartKind])
     tokens = serializers.IntegerField(
@@ -92,7 +99,8 @@ class PromptPartSerializer(serializers.Serializer):
     included = serializers.BooleanField(help_text="false: left out to fit the budget.")
     cut = serializers.BooleanField(
         help_text="true: shown in part: a daily log lost its oldest lines, the working "
-        "memory left memories out, or the profile lost bullets to its own budget."
+        "memory left memories out, or the profile lost bullets to its own budget or to "
+        "this one."
     )
 
 
@@ -152,13 +160,18 @@ class SystemPromptApi(APIView):
         "own documents only, never a shared or company copy; a missing one is simply "
         "absent), the working memory, the "
         "consolidated profile USER_MEMORY.md when one is stored, your own AGENT_MEMORY.md, "
-        "MEMORY.md, today's and yesterday's daily logs (the user's time zone), and a note on "
+        "MEMORY.md, then today's and yesterday's daily logs (the user's time zone), each "
+        "of MEMORY.md and the logs from the user's own documents and from every scope the "
+        "user has a grant to read, a scope's under a heading naming it ('MEMORY.md "
+        "(shared:team)', 'daily/2025-06-03.md (shared:team, today)'), and a note on "
         "the memory tools. It never exceeds budget (tokens, default "
         f"{DEFAULT_BUDGET}, {MIN_BUDGET}–{MAX_BUDGET}): the identity files and the working "
         "memory come first (the block within what is left, at most the user's working-memory "
-        "budget), then the profile, AGENT_MEMORY.md and MEMORY.md, then the logs. A log that "
-        "does not fit loses its oldest lines; any other part that does not fit is left out "
-        "whole and named in omitted. BOOTSTRAP.md, the first-run ritual, is included until "
+        "budget), then the profile, AGENT_MEMORY.md and the MEMORY.md files, then the logs. "
+        "A profile that does not fit keeps its first bullets, whole, within what is left (as "
+        "/profile-memory caps it); a log that does not fit loses its oldest lines; any other "
+        "part that does not fit is left out whole and named in omitted. BOOTSTRAP.md, the "
+        "first-run ritual, is included until "
         "you call complete_bootstrap. Every document is quoted as data between ``` fences "
         "longer than any run of backticks in it, so a heading inside a document is never "
         "one of the prompt's own sections. format=markdown returns the prompt alone, with "

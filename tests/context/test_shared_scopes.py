@@ -4,6 +4,7 @@ the share_scope command, and isolation (no grant: nothing of the scope, by any t
 alice holds a read grant to the scope "team", bob a read_write one, charlie none.
 """
 
+import datetime
 from io import StringIO
 
 import pytest
@@ -122,6 +123,34 @@ def test_without_a_grant_no_tool_sees_or_changes_anything_of_the_scope(
         }
         assert error(missing)["message"] == "No scope 'shared:nope' is readable with this token."
     assert snapshot() == before
+
+
+def system_prompt(client, token):
+    response = client.get("/api/v1/system-prompt", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 200, response.content
+    return response.json()["prompt"]
+
+
+def test_the_system_prompt_holds_the_scopes_memory_and_log_only_while_granted(
+    client, monkeypatch, team, alice, alice_token, charlie_token
+):
+    # The fixture's daily log is today's for alice (UTC: no timezone memory).
+    moment = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=datetime.UTC)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: moment)
+
+    assert "zebra" not in system_prompt(client, charlie_token)
+    prompt = system_prompt(client, alice_token)
+    assert "## MEMORY.md (shared:team)\n" in prompt
+    assert "## daily/2026-11-20.md (shared:team, today)\n" in prompt
+    assert "zebra release" in prompt
+    assert "Team soul" not in prompt  # identity files: the primary scope only
+    assert "zebra notes of an agent" not in prompt
+
+    assert scope_grant_revoke(scope=team, user=alice) is True
+
+    prompt = system_prompt(client, alice_token)
+    assert "zebra" not in prompt
+    assert "shared:team" not in prompt
 
 
 def test_a_system_token_does_not_reach_shared_scopes(call_tool, team, system_token):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
-from context.models import Document, DocumentVersion
+from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
 from context.services import append_agent_memory, document_write
 from learning.profile import PROFILE_PATH, SECTIONS, render_profile
 from learning.system_prompt import (
@@ -20,6 +21,7 @@ from learning.system_prompt import (
 )
 from lib.data_fence import data_block
 from lib.tokenizer import TokenCounter, get_token_counter
+from lib.tool_manifest import tool_names
 from memory.services import memory_upsert
 from memory.working_memory import build_working_memory
 from profiles.models import MIN_TOKEN_BUDGET
@@ -87,6 +89,13 @@ def freeze(monkeypatch, moment):
 
 
 NOW = datetime.datetime(2025, 6, 3, 9, 0, tzinfo=datetime.UTC)
+SNAKE_CASE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
+
+
+def shared(scope, path, content):
+    return document_write(
+        user=None, shared_scope=scope, path=path, content=content, actor=Actor.system()
+    )
 
 
 # --- what the prompt holds, and in which order -----------------------------------------------
@@ -196,27 +205,34 @@ def test_a_company_identity_file_never_stands_in_for_the_users(
 
     body = prompt_of(client, alice_token)
 
-    assert "COMPANY" not in body["prompt"]
+    # The company's MEMORY.md is read across scopes (under its scope's name); its identity
+    # files never are.
+    assert "COMPANY SOUL" not in body["prompt"]
+    assert "COMPANY IDENTITY" not in body["prompt"]
+    assert "COMPANY TOOLS" not in body["prompt"]
     names = [part["name"] for part in body["parts"]]
-    assert names == ["IDENTITY.md", "Memory tools"]
+    assert names == ["IDENTITY.md", "MEMORY.md (global)", "Memory tools"]
     assert section("IDENTITY.md", "Alice's own identity.") in body["prompt"]
+    assert section("MEMORY.md (global)", "COMPANY MEMORY") in body["prompt"]
 
     write(alice, "SOUL.md", "Alice's own soul.")
 
     body = prompt_of(client, alice_token)
 
-    assert "COMPANY" not in body["prompt"]
-    assert [part["name"] for part in body["parts"]] == ["IDENTITY.md", "SOUL.md", "Memory tools"]
+    assert "COMPANY SOUL" not in body["prompt"]
+    assert [part["name"] for part in body["parts"]] == [
+        "IDENTITY.md",
+        "SOUL.md",
+        "MEMORY.md (global)",
+        "Memory tools",
+    ]
     assert section("SOUL.md", "Alice's own soul.") in body["prompt"]
     # The company's copy is still there, untouched: only the prompt ignores it.
     assert Document.objects.get(user=None, agent=None, path="SOUL.md").body == "COMPANY SOUL.md"
 
 
 def test_a_granted_shared_scopes_identity_file_is_never_included(client, alice, alice_token):
-    # The shared scopes of the workspace issue: a team's MEMORY.md may be read across scopes,
-    # its identity files never are. (Imported here: those models are new in the same issue.)
-    from context.models import ScopeGrant, SharedScope
-
+    # A team's MEMORY.md is read across scopes (below); its identity files never are.
     team = SharedScope.objects.create(slug="team")
     ScopeGrant.objects.create(scope=team, user=alice, access="read_write")
     for name in ("SOUL.md", "AGENTS.md"):
@@ -264,7 +280,89 @@ def test_the_agents_own_identity_files_come_before_the_users_and_only_in_its_pro
     assert "My own soul." not in other_body["prompt"]
 
 
-# --- the budget ------------------------------------------------------------------------------
+# --- MEMORY.md and the daily logs of every scope the user reads ---------------------------------
+
+
+def test_a_shared_scopes_memory_and_logs_appear_under_its_name_while_the_grant_lasts(
+    client, monkeypatch, alice, alice_token, bob, bob_token
+):
+    freeze(monkeypatch, NOW)  # June 3 in alice's zone (UTC: no timezone memory)
+    team = SharedScope.objects.create(slug="team")
+    grant = ScopeGrant.objects.create(scope=team, user=alice, access="read")
+    ScopeGrant.objects.create(scope=SharedScope.objects.create(slug="bobs"), user=bob)
+    shared(team, "MEMORY.md", "- Team deploys on Tuesdays.")
+    shared(team, "daily/2025-06-03.md", "- 08:30 Team standup")
+    shared(team, "daily/2025-06-02.md", "- 16:00 Team retro")
+    shared(team, "daily/2025-06-01.md", "- 10:00 Team two days ago")
+    shared(SharedScope.objects.get(slug="bobs"), "MEMORY.md", "- Bob's team secret.")
+    write(alice, "MEMORY.md", "- Alice's own note.")
+    write(alice, "daily/2025-06-03.md", "- 08:00 Alice today")
+
+    body = prompt_of(client, alice_token)
+
+    assert [(part["name"], part["kind"]) for part in body["parts"]] == [
+        ("MEMORY.md", "memory"),
+        ("MEMORY.md (shared:team)", "memory"),
+        ("daily/2025-06-03.md", "daily_log"),
+        ("daily/2025-06-03.md (shared:team)", "daily_log"),
+        ("daily/2025-06-02.md (shared:team)", "daily_log"),
+        ("Memory tools", "tools_note"),
+    ]
+    assert body["prompt"] == "\n".join(
+        [
+            section("MEMORY.md", "- Alice's own note."),
+            section("MEMORY.md (shared:team)", "- Team deploys on Tuesdays."),
+            section("daily/2025-06-03.md (today)", "- 08:00 Alice today"),
+            section("daily/2025-06-03.md (shared:team, today)", "- 08:30 Team standup"),
+            section("daily/2025-06-02.md (shared:team, yesterday)", "- 16:00 Team retro"),
+            section("Memory tools", TOOLS_NOTE),
+        ]
+    )
+    assert "Team two days ago" not in body["prompt"]
+    assert "Bob's team secret" not in body["prompt"]  # a scope alice has no grant to
+    # Bob, without a grant to the team, reads only his own scope's.
+    bobs = prompt_of(client, bob_token)
+    assert "Team" not in bobs["prompt"]
+    assert section("MEMORY.md (shared:bobs)", "- Bob's team secret.") in bobs["prompt"]
+
+    grant.delete()
+
+    body = prompt_of(client, alice_token)
+
+    assert "Team" not in body["prompt"]
+    assert "shared:team" not in body["prompt"]
+    assert [part["name"] for part in body["parts"]] == [
+        "MEMORY.md",
+        "daily/2025-06-03.md",
+        "Memory tools",
+    ]
+
+
+def test_a_shared_scopes_log_that_does_not_fit_loses_its_oldest_lines_after_the_users(
+    client, monkeypatch, alice, alice_token
+):
+    freeze(monkeypatch, NOW)
+    team = SharedScope.objects.create(slug="team")
+    ScopeGrant.objects.create(scope=team, user=alice, access="read_write")
+    lines = [f"- {n // 60:02d}:{n % 60:02d} Team entry {n}" for n in range(400)]
+    shared(team, "daily/2025-06-03.md", "\n".join(lines))
+    shared(team, "MEMORY.md", "- Team deploys on Tuesdays.")
+    write(alice, "daily/2025-06-03.md", "- 08:00 Alice today")
+
+    body = prompt_of(client, alice_token, "?budget=1000")
+
+    assert body["tokens"] <= 1000
+    parts = {part["name"]: part for part in body["parts"]}
+    assert parts["MEMORY.md (shared:team)"]["included"] is True
+    assert parts["daily/2025-06-03.md"]["included"] is True
+    team_log = parts["daily/2025-06-03.md (shared:team)"]
+    assert (team_log["included"], team_log["cut"]) == (True, True)
+    assert "earlier lines left out to fit the budget" in body["prompt"]
+    assert lines[-1] in body["prompt"]
+    assert lines[0] + "\n" not in body["prompt"]
+
+
+# --- the budget --------------------------------------------------------------------------------
 
 
 def test_identity_and_working_memory_first_a_file_too_big_is_named_logs_cut_oldest_first(
@@ -424,11 +522,21 @@ def test_today_and_yesterday_are_the_users_local_dates(client, monkeypatch, alic
     write(alice, "daily/2025-06-04.md", "- 01:00 Singapore today")
     write(alice, "daily/2025-06-03.md", "- 23:00 Singapore yesterday")
     write(alice, "daily/2025-06-02.md", "- 09:00 UTC's yesterday")
+    # A granted scope's logs are picked by the same (the user's) local dates.
+    team = SharedScope.objects.create(slug="team")
+    ScopeGrant.objects.create(scope=team, user=alice)
+    shared(team, "daily/2025-06-04.md", "- 01:10 Team's Singapore today")
+    shared(team, "daily/2025-06-02.md", "- 09:00 Team's UTC yesterday")
 
     body = prompt_of(client, alice_token)
 
     logs = [part["name"] for part in body["parts"] if part["kind"] == "daily_log"]
-    assert logs == ["daily/2025-06-04.md", "daily/2025-06-03.md"]
+    assert logs == [
+        "daily/2025-06-04.md",
+        "daily/2025-06-04.md (shared:team)",
+        "daily/2025-06-03.md",
+    ]
+    assert "Team's UTC yesterday" not in body["prompt"]
     assert section("daily/2025-06-04.md (today)", "- 01:00 Singapore today") in body["prompt"]
     assert (
         section("daily/2025-06-03.md (yesterday)", "- 23:00 Singapore yesterday")
@@ -467,6 +575,88 @@ def test_the_stored_profile_is_included_even_without_an_llm(client, no_llm, alic
     assert (profile["name"], profile["included"], profile["cut"]) == (PROFILE_PATH, True, False)
     assert section(PROFILE_PATH, stored.strip("\n")) in body["prompt"]
     assert profile["tokens"] == count(section(PROFILE_PATH, stored.strip("\n")))
+
+
+def long_profile(user, bullets_per_section):
+    sections = {
+        name: [f"{name} fact number {n}, kept in the profile" for n in range(bullets_per_section)]
+        for name in SECTIONS
+    }
+    text = render_profile(
+        frontmatter={
+            "user_id": user.pk,
+            "schema_version": 1,
+            "last_updated": "2025-06-03T09:00:00+00:00",
+            "turn_count": 0,
+        },
+        sections=sections,
+    )
+    write(user, PROFILE_PATH, text)
+    return text
+
+
+def test_a_profile_over_what_is_left_is_cut_at_whole_bullets_from_the_end(
+    client, no_llm, alice, alice_token
+):
+    stored = long_profile(alice, 12)  # within alice's own profile budget (2,000)
+    assert 1000 < count(stored) <= 2000
+    write(alice, "IDENTITY.md", "You are Ada.")
+    write(alice, "MEMORY.md", "- Q3 launch moved to September.")
+
+    body = prompt_of(client, alice_token, "?budget=1000")
+
+    assert body["tokens"] <= 1000
+    parts = {part["name"]: part for part in body["parts"]}
+    profile = parts[PROFILE_PATH]
+    assert (profile["included"], profile["cut"]) == (True, True)
+    shown = body["prompt"].split(f"## {PROFILE_PATH}\n\n", 1)[1]
+    lead, fenced = shown.split("\n\n", 1)
+    assert fenced.startswith("```text\n")
+    kept = fenced.removeprefix("```text\n").split("\n```\n", 1)[0].split("\n")
+    stored_lines = stored.strip("\n").split("\n")
+    bullets = [line for line in stored_lines if line.startswith("- ")]
+    kept_bullets = [line for line in kept if line.startswith("- ")]
+    left_out = len(bullets) - len(kept_bullets)
+    assert kept_bullets
+    assert left_out > 0
+    assert lead == f"({left_out} later bullets left out to fit the budget)"
+    # The first bullets, whole, with every other line (frontmatter, headings) kept.
+    dropped = set(bullets[len(kept_bullets) :])
+    assert kept == [line for line in stored_lines if line not in dropped]
+    assert profile["tokens"] == count(section(PROFILE_PATH, "\n".join(kept), lead=lead))
+    # It took what was left: the whole-or-nothing part after it did not fit.
+    assert [item["name"] for item in body["omitted"]] == ["MEMORY.md"]
+    assert body["tokens"] > 1000 - count(f"- {bullets[len(kept_bullets)]}\n") - 20
+
+
+def test_a_profile_without_room_for_one_bullet_is_left_out_and_named(
+    client, no_llm, alice, alice_token
+):
+    stored = long_profile(alice, 12)
+    room = 1000 - (count(section("Memory tools", TOOLS_NOTE)) + 1)
+    # An IDENTITY.md leaving less than the profile's headings with a single bullet need.
+    first_bullet = next(line for line in stored.split("\n") if line.startswith("- "))
+    skeleton = "\n".join(line for line in stored.split("\n") if not line.startswith("- "))
+    least = count(section(PROFILE_PATH, skeleton + "\n" + first_bullet)) + 1
+    words = 1
+    while count(section("IDENTITY.md", "plan " * words)) + 1 < room - least + 5:
+        words += 1
+    write(alice, "IDENTITY.md", "plan " * words)
+
+    body = prompt_of(client, alice_token, "?budget=1000")
+
+    assert [part["name"] for part in body["parts"] if part["included"]] == [
+        "IDENTITY.md",
+        "Memory tools",
+    ]
+    assert body["omitted"] == [
+        {
+            "name": PROFILE_PATH,
+            "tokens": count(section(PROFILE_PATH, stored.strip("\n"))),
+            "reason": "over_budget",
+        }
+    ]
+    assert "## Identity" not in body["prompt"]
 
 
 def test_the_empty_profile_of_a_configured_llm_is_not_shown(client, llm_server, alice, alice_token):
@@ -645,11 +835,19 @@ def test_markdown_is_the_prompt_alone(client, alice, alice_token):
     assert response["X-Mnemo-Token-Counter"] == body["counter"]
 
 
-def test_the_tools_note_names_real_operations():
+def test_every_tool_the_notes_name_is_one_the_agent_has():
+    # A tool name is a snake_case word; every one the notes mention must be in the tool
+    # manifest, which /api/v1/tools and MCP's tools/list serve (mcp_bridge/server.py).
+    tools = set(tool_names())
+    named = set(SNAKE_CASE.findall(TOOLS_NOTE))
+    assert {"search_memory", "memory_search", "memory_store"} <= named
+    assert named - tools == set()
+    assert "report_turn" not in TOOLS_NOTE
+    assert set(SNAKE_CASE.findall(BOOTSTRAP_NOTE)) == {"complete_bootstrap"}
+    assert "complete_bootstrap" in tools
+    # Reporting a turn is named as the HTTP endpoint it is, and that endpoint exists.
     schema = SchemaGenerator().get_schema(request=None, public=True)
+    assert "POST /api/v1/turns" in TOOLS_NOTE
+    assert "post" in schema["paths"]["/api/v1/turns"]
     operations = {op["operationId"] for item in schema["paths"].values() for op in item.values()}
-    for name in ("search_memory", "memory_search", "memory_store", "report_turn"):
-        assert name in TOOLS_NOTE
-        assert name in operations
-    assert "complete_bootstrap" in operations
     assert "get_system_prompt" in operations

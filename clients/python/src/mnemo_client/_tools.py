@@ -395,7 +395,8 @@ class ProfileMemory(TypedDict):
 
 class PromptPart(TypedDict):
     # The file's path (IDENTITY.md, agents/<your agent name>/SOUL.md, MEMORY.md,
-    # daily/2025-06-03.md, …), or 'Working memory' or 'Memory tools'.
+    # daily/2025-06-03.md, …), followed by its scope's name for another scope's ('MEMORY.md
+    # (shared:team)'), or 'Working memory' or 'Memory tools'.
     name: str
     kind: PromptPartKindEnum
     # Tokens of the part as shown, heading included; for a part left out, what it would have
@@ -404,7 +405,7 @@ class PromptPart(TypedDict):
     # false: left out to fit the budget.
     included: bool
     # true: shown in part: a daily log lost its oldest lines, the working memory left memories
-    # out, or the profile lost bullets to its own budget.
+    # out, or the profile lost bullets to its own budget or to this one.
     cut: bool
 
 
