@@ -299,14 +299,18 @@ def _past(action, before, after, source="tp_extracted"):
     )
 
 
+# An agent's note as an archive's history keeps it.
+NOTE_STATE = {
+    "value": SAME,
+    "source": "tp_extracted",
+    "confidence": 0.8,
+    "tags": [],
+    "pinned": False,
+}
+
+
 def test_an_import_keeps_a_merge_with_a_readable_note():
-    state = {
-        "value": SAME,
-        "source": "tp_extracted",
-        "confidence": 0.8,
-        "tags": [],
-        "pinned": False,
-    }
+    state = NOTE_STATE
 
     assert past_change_problem(_past("merge", state, {**state, "merged": {"value": NOTE}})) == ""
     assert "merged" in past_change_problem(_past("merge", state, {**state, "merged": NOTE}))
@@ -319,13 +323,7 @@ def test_an_import_keeps_a_merge_with_a_readable_note():
 
 
 def test_an_import_checks_a_merged_notes_time_and_conversation():
-    state = {
-        "value": SAME,
-        "source": "tp_extracted",
-        "confidence": 0.8,
-        "tags": [],
-        "pinned": False,
-    }
+    state = NOTE_STATE
 
     def merged(**note):
         return past_change_problem(_past("merge", state, {**state, "merged": note}))
