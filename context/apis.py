@@ -109,6 +109,10 @@ IDENTITY_HELP = (
     "only your own system prompt reads. USER_MEMORY.md, the consolidated profile, is "
     "written only by the user and Mnemo's consolidation: 403 profile_read_only."
 )
+SYSTEM_AGENT_MEMORY_HELP = (
+    "A system token has one AGENT_MEMORY.md of its own, in the company (global) documents: "
+    "no user's or agent's notes, and no agent reads it through these two tools."
+)
 DOCUMENT_ERRORS = {
     403: OpenApiResponse(
         ErrorSerializer,
@@ -795,14 +799,15 @@ class DailyAppendApi(WorkspaceToolApi):
         return Response(_written(caller, workspace_append_daily(caller=caller, content=content)))
 
 
-class AgentMemoryAppendApi(ToolApi):
+class AgentMemoryAppendApi(WorkspaceToolApi):
     @extend_schema(
         operation_id="append_agent_memory",
         tags=[TOOL_TAG],
         summary="Add to your private notes about this user",
         description="Adds a line to agents/<your agent name>/AGENT_MEMORY.md, your own "
         "notes on working with this user. Other agents cannot read them; the user can. "
-        "content is one line (a line break is refused with 400). Needs an agent token.",
+        "content is one line (a line break is refused with 400). "
+        f"{SYSTEM_AGENT_MEMORY_HELP}",
         request=ContentInput,
         responses={
             200: WrittenSerializer,
@@ -818,27 +823,27 @@ class AgentMemoryAppendApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         content = self.validated(ContentInput)["content"]
-        caller = Caller.for_agent(request.auth.agent)
+        caller = self.caller()
         document = services.append_agent_memory(
             agent=caller.agent, content=content, actor=caller.actor
         )
         return Response(_written(caller, document))
 
 
-class AgentMemoryGetApi(ToolApi):
+class AgentMemoryGetApi(WorkspaceToolApi):
     @extend_schema(
         operation_id="agent_memory_get",
         tags=[TOOL_TAG],
         summary="Read your private notes about this user",
         description="Your agents/<your agent name>/AGENT_MEMORY.md; exists is false and "
-        "content empty until you first append. Needs an agent token.",
+        f"content empty until you first append. {SYSTEM_AGENT_MEMORY_HELP}",
         request={"application/json": NO_ARGUMENTS},
         responses={200: AgentMemorySerializer, **document_errors(400, 401, 403, 413, 429)},
         examples=[OpenApiExample("Read", value={}, request_only=True)],
     )
     def post(self, request: Request) -> Response:
         self.validated(NoInput)
-        caller = Caller.for_agent(request.auth.agent)
+        caller = self.caller()
         document = services.agent_memory_get(agent=caller.agent)
         body = {
             "path": f"{caller.private_folder}{services.AGENT_MEMORY_PATH}",

@@ -607,19 +607,32 @@ def user_timezone(user: AbstractBaseUser | None) -> datetime.tzinfo:
     return user_zone(user)
 
 
-def append_agent_memory(*, agent: Agent, content: str, actor: Actor) -> Document:
-    """Add a line to AGENT_MEMORY.md, private to that agent (one line: _one_line)."""
+def append_agent_memory(*, agent: Agent | None, content: str, actor: Actor) -> Document:
+    """Add a line to AGENT_MEMORY.md (one line: _one_line): the agent's own, private to it,
+    or with agent None the global (company) scope's, the system token's notes. Both go
+    through document_append, so each line is a version and an activity event."""
     if isinstance(content, str):
         _one_line(content.strip(), what="A note appended to AGENT_MEMORY.md")
     return document_append(
-        user=agent.user, agent=agent, path=AGENT_MEMORY_PATH, content=content, actor=actor
+        user=_agent_memory_user(agent),
+        agent=agent,
+        path=AGENT_MEMORY_PATH,
+        content=content,
+        actor=actor,
     )
 
 
-def agent_memory_get(*, agent: Agent) -> Document | None:
+def agent_memory_get(*, agent: Agent | None) -> Document | None:
+    """The agent's own AGENT_MEMORY.md, or with agent None the global scope's; None until
+    the first line is appended."""
     return Document.objects.filter(
-        user_id=agent.user_id, agent=agent, path=AGENT_MEMORY_PATH
+        **_scope(_agent_memory_user(agent), agent), path=AGENT_MEMORY_PATH
     ).first()
+
+
+def _agent_memory_user(agent: Agent | None) -> AbstractBaseUser | None:
+    """Whose scope an AGENT_MEMORY.md is in: the agent's user, or none (the global scope)."""
+    return agent.user if agent is not None else None
 
 
 # What ends a line: what str.splitlines() splits at (LF, CR, VT, FF, the file, group and

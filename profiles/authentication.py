@@ -177,8 +177,8 @@ class UserTokenOnly(BasePermission):
 
     message = (
         "System tokens work only with global documents (memory_read, memory_write, "
-        "memory_append, memory_tree, memory_delete, append_daily_memory); "
-        "this tool needs an agent token."
+        "memory_append, memory_tree, memory_delete, memory_search, append_daily_memory, "
+        "append_agent_memory, agent_memory_get); this tool needs an agent token."
     )
 
     def has_permission(self, request: Request, view: Any) -> bool:

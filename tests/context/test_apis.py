@@ -939,8 +939,6 @@ def test_system_token_reads_and_writes_only_global_documents(
         ("create_memory", {"key": "fact:x", "value": "y"}),
         ("get_memory", {"key": "name"}),
         ("list_memories", {}),
-        ("append_agent_memory", {"content": "x"}),
-        ("agent_memory_get", {}),
     ],
 )
 def test_system_token_is_refused_by_tools_about_one_user(call_tool, system_token, tool, arguments):
@@ -949,6 +947,90 @@ def test_system_token_is_refused_by_tools_about_one_user(call_tool, system_token
     problem = error(response)
     assert problem["code"] == "forbidden"
     assert "System tokens work only with global documents" in problem["message"]
+
+
+def test_system_token_keeps_one_global_agent_memory(call_tool, system_token):
+    empty = call_tool(system_token, "agent_memory_get", {})
+    first = call_tool(system_token, "append_agent_memory", {"content": "Wiki synced nightly."})
+    second = call_tool(system_token, "append_agent_memory", {"content": "Skip drafts."})
+    got = call_tool(system_token, "agent_memory_get", {}).json()
+
+    assert empty.json() == {
+        "path": "AGENT_MEMORY.md",
+        "exists": False,
+        "content": "",
+        "updated_at": None,
+    }
+    assert (first.status_code, first.json()["path"], first.json()["scope"]) == (
+        200,
+        "AGENT_MEMORY.md",
+        "global",
+    )
+    assert (got["exists"], got["content"]) == (True, "Wiki synced nightly.\nSkip drafts.")
+    document = Document.objects.get(path="AGENT_MEMORY.md")
+    assert (document.user, document.agent, document.shared_scope) == (None, None, None)
+    # The documents' write path: a version per line, each with its activity event.
+    versions = DocumentVersion.objects.filter(document=document).order_by("pk")
+    assert [(v.action, v.actor_type, v.pk) for v in versions] == [
+        ("append", ActorKind.SYSTEM, first.json()["version_id"]),
+        ("append", ActorKind.SYSTEM, second.json()["version_id"]),
+    ]
+    events = ActivityEvent.objects.filter(payload__path="AGENT_MEMORY.md", payload__scope="global")
+    assert sorted(e.payload["version_id"] for e in events) == [v.pk for v in versions]
+    # memory_read names the same document.
+    read = call_tool(system_token, "memory_read", {"path": "AGENT_MEMORY.md"}).json()
+    assert (read["scope"], read["content"]) == ("global", "Wiki synced nightly.\nSkip drafts.")
+
+
+def test_system_and_agent_tokens_never_reach_each_others_agent_memory(
+    call_tool, settings, alice, alice_agent, alice_token, system_token
+):
+    settings.MNEMO_GLOBAL_READABLE = True
+    call_tool(alice_token, "append_agent_memory", {"content": "alice's assistant note"})
+
+    system_empty = call_tool(system_token, "agent_memory_get", {}).json()
+    call_tool(system_token, "append_agent_memory", {"content": "company wombat note"})
+    system_got = call_tool(system_token, "agent_memory_get", {}).json()
+    agent_got = call_tool(alice_token, "agent_memory_get", {}).json()
+    agent_read = call_tool(alice_token, "memory_read", {"path": "AGENT_MEMORY.md"}).json()
+    agent_search = call_tool(alice_token, "memory_search", {"query": "wombat"}).json()
+    call_tool(alice_token, "append_agent_memory", {"content": "second assistant note"})
+
+    assert (system_empty["exists"], system_empty["content"]) == (False, "")
+    assert system_got["content"] == "company wombat note"
+    assert agent_got["content"] == agent_read["content"] == "alice's assistant note"
+    assert agent_search["results"] == []
+    assert body_of(None, "AGENT_MEMORY.md") == "company wombat note"
+    assert body_of(alice, "AGENT_MEMORY.md", agent=alice_agent) == (
+        "alice's assistant note\nsecond assistant note"
+    )
+    assert "assistant note" not in json.dumps(call_tool(system_token, "agent_memory_get").json())
+
+
+def test_a_new_agent_finds_no_global_agent_memory(call_tool, settings, alice, system_token):
+    settings.MNEMO_GLOBAL_READABLE = True
+    call_tool(system_token, "append_agent_memory", {"content": "company note"})
+    newcomer = token_create(agent=AgentFactory(user=alice, name="newcomer")).raw
+
+    got = call_tool(newcomer, "agent_memory_get", {}).json()
+    read = call_tool(newcomer, "memory_read", {"path": "AGENT_MEMORY.md"})
+
+    assert (got["exists"], got["path"]) == (False, "agents/newcomer/AGENT_MEMORY.md")
+    assert read.status_code == 404
+
+
+@pytest.mark.parametrize("readable", [False, True])
+def test_users_see_the_global_agent_memory_only_while_global_is_readable(
+    client, call_tool, settings, alice, system_token, readable
+):
+    settings.MNEMO_GLOBAL_READABLE = readable
+    call_tool(system_token, "append_agent_memory", {"content": "company note"})
+    client.force_login(alice)
+
+    page = client.get("/documents/company/file/AGENT_MEMORY.md")
+
+    assert page.status_code == (200 if readable else 404)
+    assert ("company note" in page.content.decode()) is readable
 
 
 def test_system_token_is_refused_by_the_working_memory(client, system_token):

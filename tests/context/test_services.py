@@ -657,6 +657,23 @@ def test_agent_memory_is_private_to_the_agent(alice, alice_agent):
     )
 
 
+def test_the_global_agent_memory_is_apart_from_every_agents(alice, alice_agent):
+    append_agent_memory(agent=alice_agent, content="A's note", actor=Actor.for_agent(alice_agent))
+    assert agent_memory_get(agent=None) is None
+
+    append_agent_memory(agent=None, content="company note", actor=Actor.system())
+
+    company = agent_memory_get(agent=None)
+    assert (company.user, company.agent, company.shared_scope, company.body) == (
+        None,
+        None,
+        None,
+        "company note",
+    )
+    assert agent_memory_get(agent=alice_agent).body == "A's note"
+    assert document_read(user=None, path="AGENT_MEMORY.md").pk == company.pk
+
+
 def test_another_users_agent_cannot_be_used_as_a_scope(alice, bob_agent):
     with pytest.raises(InvalidInput) as raised:
         document_write(user=alice, agent=bob_agent, path="a.md", content="x", actor=as_user(alice))

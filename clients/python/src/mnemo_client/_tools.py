@@ -679,7 +679,9 @@ class Tools:
         """Read your private notes about this user.
 
         Your agents/<your agent name>/AGENT_MEMORY.md; exists is false and content empty
-        until you first append. Needs an agent token.
+        until you first append. A system token has one AGENT_MEMORY.md of its own, in the
+        company (global) documents: no user's or agent's notes, and no agent reads it
+        through these two tools.
 
         POST /api/v1/tools/agent_memory_get
         """
@@ -690,7 +692,9 @@ class Tools:
 
         Adds a line to agents/<your agent name>/AGENT_MEMORY.md, your own notes on working
         with this user. Other agents cannot read them; the user can. content is one line (a
-        line break is refused with 400). Needs an agent token.
+        line break is refused with 400). A system token has one AGENT_MEMORY.md of its own,
+        in the company (global) documents: no user's or agent's notes, and no agent reads it
+        through these two tools.
 
         Args:
             content: One line of text to add: a line break anywhere in it is refused (400),
