@@ -413,14 +413,15 @@ def profile_over_budget(user: AbstractBaseUser) -> OverBudget | None:
     return OverBudget(
         tokens=tokens,
         budget=budget,
-        kept_bullets=_count_bullets(capped),
-        bullets=_count_bullets(text),
+        kept_bullets=count_bullets(capped),
+        bullets=count_bullets(text),
         first_left_out=_quote(left_out[0]) if left_out else "",
         version_id=stored.version_id,
     )
 
 
-def _count_bullets(text: str) -> int:
+def count_bullets(text: str) -> int:
+    """The bullets of a profile's body (its frontmatter aside), as cap_profile counts them."""
     lines = text.splitlines()
     return sum(1 for line in lines[_body_start(lines) :] if line.startswith(BULLET))
 

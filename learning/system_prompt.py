@@ -64,7 +64,7 @@ from context.services import (
     user_timezone,
 )
 from context.workspace import granted_scopes, private_folder
-from learning.profile import BULLET, PROFILE_PATH, cap_profile, load_profile
+from learning.profile import PROFILE_PATH, cap_profile, count_bullets, load_profile
 from lib.data_fence import data_block
 from lib.errors import InvalidInput, LLMNotConfigured, NotFound
 from lib.tokenizer import TokenCounter, get_token_counter
@@ -470,13 +470,13 @@ class _Room:
         whole = self.whole(source)
         if whole.included:
             return whole
-        bullets = _bullet_count(source.body)
+        bullets = count_bullets(source.body)
         # Room for the text itself: what is left, less what the heading, fence and lead take
         # beside it, found by trying (the counts of joined texts are not quite additive).
         budget = self.left
         while budget > 0:
             capped, _tokens, _cut = cap_profile(source.body, budget=budget, counter=self.counter)
-            kept = _bullet_count(capped)
+            kept = count_bullets(capped)
             if kept == 0:
                 break
             left_out = bullets - kept
@@ -490,10 +490,6 @@ class _Room:
                 return Part(source.name, source.kind, text, self.tokens(text), True, cut)
             budget -= overrun
         return whole
-
-
-def _bullet_count(text: str) -> int:
-    return sum(line.startswith(BULLET) for line in text.splitlines())
 
 
 def _fit(sources: _Sources, room: int, counter: TokenCounter) -> list[Part]:

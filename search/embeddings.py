@@ -693,11 +693,11 @@ def get_text_comparer() -> Embedder:
 _query_threads = ProcessPool(8, "query-vector")
 
 
-def query_thread(role: str = "memories") -> ProcessPool:
-    """Where a search's query for this role is embedded while the search goes on: a local
-    model's own thread (its calls take turns there anyway, and one hop is shorter than
-    two), or a pool for a server's requests."""
-    return _e5_thread if provider_name(role) == "e5" else _query_threads
+def query_thread(embedder: Embedder) -> ProcessPool:
+    """Where a search's query is embedded by `embedder` while the search goes on: e5's own
+    thread (its calls take turns there anyway, and one hop is shorter than two), or a pool
+    for the other models (a server's requests, WordLlama's numpy)."""
+    return _e5_thread if isinstance(embedder, E5Embedder) else _query_threads
 
 
 def get_query_embedder(role: str = "memories") -> Embedder:

@@ -317,17 +317,14 @@ def reset_query_cooldown() -> None:
 
 
 class PendingVector:
-    """A query's embedding under way on another thread (query_vector_soon), or already
-    known (None: the provider is failing)."""
+    """A query's embedding under way on another thread (query_vector_soon); without a
+    future, none is coming (the provider is failing)."""
 
-    def __init__(
-        self, future: Future[QueryVector | None] | None = None, known: QueryVector | None = None
-    ) -> None:
+    def __init__(self, future: Future[QueryVector | None] | None = None) -> None:
         self._future = future
-        self._known = known
 
     def result(self) -> QueryVector | None:
-        return self._future.result() if self._future is not None else self._known
+        return self._future.result() if self._future is not None else None
 
 
 def resolved(vector: QueryVector | PendingVector | None) -> QueryVector | None:
@@ -357,9 +354,9 @@ def query_vectors_soon(query: str, roles: Iterable[str]) -> dict[str, PendingVec
         _cool_down(error)
         return {role: PendingVector() for role in roles}
     by_model: dict[str, PendingVector] = {}
-    for role, embedder in embedders.items():
+    for embedder in embedders.values():
         if embedder.model not in by_model:
-            future = query_thread(role).submit(_embed_or_cool_down, embedder, query)
+            future = query_thread(embedder).submit(_embed_or_cool_down, embedder, query)
             by_model[embedder.model] = PendingVector(future)
     return {role: by_model[embedder.model] for role, embedder in embedders.items()}
 
