@@ -34,16 +34,6 @@ OTHER = "Jon is opening a dance studio downtown"
 
 
 @pytest.fixture
-def agent(alice_agent):
-    return Actor.for_agent(alice_agent)
-
-
-@pytest.fixture
-def you(alice):
-    return Actor.for_user(alice)
-
-
-@pytest.fixture
 def as_alice(client, alice):
     client.force_login(alice)
     return client

@@ -33,16 +33,6 @@ SAME = "Prefers bullet points in written reports"  # near NOTE, adds "written"
 
 
 @pytest.fixture
-def you(alice):
-    return Actor.for_user(alice)
-
-
-@pytest.fixture
-def agent(alice_agent):
-    return Actor.for_agent(alice_agent)
-
-
-@pytest.fixture
 def scout(alice):
     return Actor.for_agent(AgentFactory(user=alice, name="scout"))
 

@@ -125,11 +125,6 @@ def test_bad_sessions_are_refused_naming_the_field(value, message):
 # --- the write path ---------------------------------------------------------------------
 
 
-@pytest.fixture
-def agent(alice_agent):
-    return Actor.for_agent(alice_agent)
-
-
 @pytest.mark.django_db
 def test_a_new_memory_without_a_time_takes_now_and_no_session(alice, agent):
     before = timezone.now()

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from activity.actors import Actor
 from memory import review
 from memory.bulk import memory_batch_undo, memory_bulk_delete, memory_bulk_tag
 from memory.models import HistoryAction, Memory, MemoryHistory, ProposalStatus
@@ -25,16 +24,6 @@ pytestmark = pytest.mark.django_db
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 JUNE_1 = datetime(2023, 6, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def you(alice):
-    return Actor.for_user(alice)
-
-
-@pytest.fixture
-def agent(alice_agent):
-    return Actor.for_agent(alice_agent)
 
 
 def _said(alice, you, key="fact:moved", **extra):

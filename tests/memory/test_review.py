@@ -30,16 +30,6 @@ from tests.factories import AgentFactory
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def you(alice):
-    return Actor.for_user(alice)
-
-
-@pytest.fixture
-def agent(alice_agent):
-    return Actor.for_agent(alice_agent)
-
-
 def _stated(alice, you, key="name", value="Kevin", **extra):
     return memory_upsert(user=alice, key=key, value=value, actor=you, **extra).memory
 
