@@ -26,7 +26,11 @@ class Source(models.TextChoices):
 
 
 class Memory(EmbeddingFields):
-    """What the assistant knows about the user: one key/value row per (user, key)."""
+    """What the assistant knows about the user: one key/value row per (user, audience, key).
+
+    The audience is the user's memory (`owner_agent` empty: read by the agents the user
+    lets read it) or one agent's own note (`owner_agent` set: read only by that agent and
+    the user). A key names one row in each audience."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories"
@@ -37,6 +41,15 @@ class Memory(EmbeddingFields):
     confidence = models.FloatField()
     tags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
     pinned = models.BooleanField(default=False)
+    # The agent whose own note this is; empty for the user's memory. An agent's notes go
+    # with the agent when the admin deletes it (no page deletes agents).
+    owner_agent = models.ForeignKey(
+        "profiles.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="own_notes",
+    )
     access_count = models.PositiveIntegerField(default=0)
     last_accessed_at = models.DateTimeField(null=True, blank=True)
     # The reported turn this came from, when learning captured it (learning/capture.py).
@@ -84,7 +97,12 @@ class Memory(EmbeddingFields):
         verbose_name_plural = "memories"
         ordering = ["user_id", "key"]
         constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="user_context_unique_key"),
+            # One row per key in the user's memory and one in each agent's notes.
+            models.UniqueConstraint(
+                fields=["user", "owner_agent", "key"],
+                name="user_context_unique_key",
+                nulls_distinct=False,
+            ),
             models.CheckConstraint(condition=Q(key__regex=KEY_PATTERN), name="user_context_key"),
             models.CheckConstraint(
                 condition=Q(source__in=Source.values), name="user_context_source"
