@@ -755,6 +755,8 @@ class MemoryGetApi(ToolApi):
         key = data["key"]
         _refuse_unreadable(request, key, data)
         memory = services.memory_record_access(user=request.user, key=key)
+        if not visibility.may_read(memory, request.auth.agent):  # another agent's note
+            raise NotFound(f"No memory with key '{key}'.", field="key")
         return Response({"memory": memory_body(memory)})
 
 
