@@ -122,7 +122,8 @@ def test_another_agents_note_leaks_through_no_read_path(client, call_tool, no_ll
 
     assert leaks(texts, [A_NOTE]) == []
     # The rest of what it may read is there: the paths did answer.
-    assert PLAIN in texts["search_memory"] and HEALTH in texts["working memory"]
+    assert PLAIN in texts["search_memory"]
+    assert HEALTH in texts["working memory"]
 
 
 def test_an_agent_reads_its_own_note_labelled_as_its_own(client, call_tool, no_llm, world):
@@ -152,7 +153,8 @@ def test_all_except_health_never_sees_a_health_memory(client, call_tool, no_llm,
     texts = every_read(client, call_tool, tokens["careful"])
 
     assert leaks(texts, [HEALTH, A_NOTE]) == []
-    assert WORK in texts["working memory"] and PLAIN in texts["search_memory"]
+    assert WORK in texts["working memory"]
+    assert PLAIN in texts["search_memory"]
     assert json.loads(texts["get_memory fact:pills"])["error"]["code"] == "not_found"
 
 
@@ -318,6 +320,7 @@ def test_the_rules_change_through_no_agent_tool(call_tool, world, client):
         headers={"Authorization": f"Bearer {tokens['careful']}"},
     )
 
-    assert page.status_code == 302 and page["Location"].startswith("/login/")
+    assert page.status_code == 302
+    assert page["Location"].startswith("/login/")
     careful = type(agents["careful"]).objects.get(pk=agents["careful"].pk)
     assert (careful.memory_rule, careful.memory_tags) == ("except", ["health"])
