@@ -66,6 +66,7 @@ def _page_context(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
         "agents": _agents_for(request.user),
         "agent_form": AgentForm(),
         "token_form": None,
+        "rules_form": None,  # an agent's refused read rules carry theirs (agent_read_rules)
         "new_token": None,
         "auto_learn": profile_for_user(request.user).auto_learn,
     }
@@ -203,7 +204,7 @@ def agent_read_rules(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
         return render_page(request, TEMPLATE, context, status=400)
     message = f"Saved what “{agent.label}” reads."
     if request.htmx:
-        context = {"agent": agent, "rules_message": message}
+        context = {"agent": agent, "rules_form": None, "rules_message": message}
         return render_page(request, TEMPLATE, context, partial="agent-rules")
     return done(request, message, reverse("agents"))
 
