@@ -56,6 +56,9 @@ AgentWorkKindEnum = Literal["report", "draft", "summary", "other"]
 AnswerSourceTypeEnum = Literal["memory", "document"]
 
 
+AudienceEnum = Literal["user", "own"]
+
+
 CategoryEnum = Literal[
     "fact", "instruction", "preference", "decision", "discovery", "pattern", "task", "bugfix"
 ]
@@ -161,6 +164,8 @@ class AnswerSource(TypedDict):
     path: NotRequired[str]
     # A document's scope.
     scope: NotRequired[str]
+    # A memory's: user (the user's memory) or own (your own note).
+    audience: NotRequired[AudienceEnum]
 
 
 class CompleteBootstrap(TypedDict):
@@ -316,6 +321,8 @@ class MemoryHit(TypedDict):
     decay: float
     # A memory row as agents see it. Plain fields: a ModelSerializer rebuilds them per call.
     memory: Memory
+    # user: the user's memory; own: your own note, which only you read.
+    audience: AudienceEnum
     # Use, from 1 up to 1.05: grows with log(1 + access_count), full at 100 uses.
     use_boost: float
 
