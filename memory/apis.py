@@ -1152,7 +1152,8 @@ class MemoryStoreApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(MemoryStoreInput)
-        _refuse_hidden_tags(request, data.get("tags"))
+        if data.get("share", True):  # into the user's memory: the read rule binds it
+            _refuse_hidden_tags(request, data.get("tags"))
         result = services.memory_store(
             user=request.user,
             actor=self.actor(),
