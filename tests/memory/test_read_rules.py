@@ -324,3 +324,37 @@ def test_the_rules_change_through_no_agent_tool(call_tool, world, client):
     assert page["Location"].startswith("/login/")
     careful = type(agents["careful"]).objects.get(pk=agents["careful"].pk)
     assert (careful.memory_rule, careful.memory_tags) == ("except", ["health"])
+
+
+def test_the_user_and_the_system_read_the_users_memory_only(alice, world):
+    """The search box and the working memory the heartbeat reads (no agent) hold no note."""
+    from context.search import search_everything
+
+    found = search_everything(user=alice, query=QUERY, limit=20)
+
+    keys = sorted(hit.memory.key for hit in found.memories)
+    assert keys == ["fact:pills", "fact:release", "preference:tea"]
+    assert A_NOTE not in build_working_memory(user=alice).text
+
+
+def test_the_export_is_for_the_signed_in_user_only(client, world):
+    _, tokens = world
+
+    response = client.get("/api/v1/export", headers={"Authorization": f"Bearer {tokens['travel']}"})
+
+    assert response.status_code in (401, 403)
+    assert A_NOTE not in response.content.decode()
+
+
+def test_a_rule_change_applies_on_the_next_call(call_tool, world):
+    agents, tokens = world
+
+    def keys() -> list[str]:
+        body = call_tool(tokens["travel"], "search_memory", {"query": QUERY, "limit": 20}).json()
+        return sorted(hit["memory"]["key"] for hit in body["results"])
+
+    assert keys() == ["fact:pills", "fact:release", "preference:tea"]
+    agent_set_read_rules(
+        agent=agents["travel"], memory_rule="only", memory_tags=["work"], document_rule="all"
+    )
+    assert keys() == ["fact:release"]
