@@ -245,15 +245,11 @@ def agent_set_read_rules(
     no agent API or MCP tool does. InvalidInput, naming the field, and nothing changed, for
     an unknown rule, a bad tag or folder, or no item where "except" or "only" needs one;
     "all" drops the items given with it."""
-    memory_rule = _check_rule("memory_rule", memory_rule)
-    document_rule = _check_rule("document_rule", document_rule)
-    rules = ReadRules(
+    rules = clean_read_rules(
         memory_rule=memory_rule,
-        memory_tags=_rule_items("memory_tags", memory_rule, _rule_tags(memory_tags), "tag"),
+        memory_tags=memory_tags,
         document_rule=document_rule,
-        document_folders=_rule_items(
-            "document_folders", document_rule, clean_folders(document_folders), "folder"
-        ),
+        document_folders=document_folders,
     )
     Agent.objects.filter(pk=agent.pk).update(
         memory_rule=rules.memory_rule,
@@ -264,6 +260,27 @@ def agent_set_read_rules(
     for field, value in vars(rules).items():
         setattr(agent, field, value)
     return rules
+
+
+def clean_read_rules(
+    *,
+    memory_rule: str,
+    memory_tags: list[str] | tuple[str, ...] = (),
+    document_rule: str,
+    document_folders: list[str] | tuple[str, ...] = (),
+) -> ReadRules:
+    """The rules as stored, or InvalidInput naming the field (agent_set_read_rules' checks,
+    also the admin form's)."""
+    memory_rule = _check_rule("memory_rule", memory_rule)
+    document_rule = _check_rule("document_rule", document_rule)
+    return ReadRules(
+        memory_rule=memory_rule,
+        memory_tags=_rule_items("memory_tags", memory_rule, _rule_tags(memory_tags), "tag"),
+        document_rule=document_rule,
+        document_folders=_rule_items(
+            "document_folders", document_rule, clean_folders(document_folders), "folder"
+        ),
+    )
 
 
 def _check_rule(field: str, rule: object) -> str:

@@ -168,3 +168,33 @@ def test_another_users_agent_is_not_found(client, bob, alice_agent):
 
     assert response.status_code == 404
     assert rules_of(alice_agent) == ("all", [], "all", [])
+
+
+# --- the admin ----------------------------------------------------------------------------
+
+
+def admin_post(client, agent, **rules):
+    form = {
+        "user": agent.user_id,
+        "name": agent.name,
+        "display_name": "",
+        "description": "",
+        "memory_rule": "all",
+        "memory_tags": "",
+        "document_rule": "all",
+        "document_folders": "",
+        **rules,
+    }
+    return client.post(f"/admin/profiles/agent/{agent.pk}/change/", form)
+
+
+def test_the_admin_sets_rules_checked_as_the_page_does(client, superuser, alice_agent):
+    client.force_login(superuser)
+
+    saved = admin_post(client, alice_agent, memory_rule="only", memory_tags="#Work,Clients")
+    refused = admin_post(client, alice_agent, document_rule="except", document_folders="")
+
+    assert saved.status_code == 302, saved.content
+    assert refused.status_code == 200
+    assert "Name at least one folder for this rule." in refused.content.decode()
+    assert rules_of(alice_agent) == ("only", ["clients", "work"], "all", [])
