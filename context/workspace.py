@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db.models import Q
+from django.utils import timezone
 
 from activity.actors import Actor
 from context import services
@@ -382,6 +383,9 @@ def workspace_delete(
 
 def workspace_append_daily(*, caller: Caller, content: str) -> Document:
     """A line in today's daily log of the caller's own scope (global: UTC dates)."""
+    if not caller.is_system:  # the agent's folder rule binds its daily log too
+        today = timezone.now().astimezone(services.user_timezone(caller.user)).date()
+        _check_folder_rule(caller, services.daily_path(today), writing=True)
     return services.append_daily_memory(user=caller.user, content=content, actor=caller.actor)
 
 

@@ -397,7 +397,8 @@ def proposal_body(proposal: MemoryProposal) -> dict[str, Any]:
     )
     return {
         "id": proposal.pk,
-        "key": proposal.key,
+        # A hidden memory a near duplicate would update is not named: the key asked for is.
+        "key": proposal.key if shown else proposal.requested_key or proposal.key,
         "action": str(proposal.action),
         "status": str(proposal.status),
         "trigger": str(proposal.trigger),

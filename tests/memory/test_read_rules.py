@@ -358,3 +358,36 @@ def test_a_rule_change_applies_on_the_next_call(call_tool, world):
         agent=agents["travel"], memory_rule="only", memory_tags=["work"], document_rule="all"
     )
     assert keys() == ["fact:release"]
+
+
+def test_the_daily_log_is_a_folder_like_any_other(call_tool, alice, world):
+    agents, tokens = world
+    agent_set_read_rules(
+        agent=agents["nojournal"],
+        memory_rule="all",
+        document_rule="except",
+        document_folders=["daily"],
+    )
+
+    refused = call_tool(tokens["nojournal"], "append_daily_memory", {"content": "hello"})
+    allowed = call_tool(tokens["travel"], "append_daily_memory", {"content": "hello"})
+
+    assert refused.status_code == 403, refused.content
+    assert allowed.status_code == 200, allowed.content
+
+
+def test_a_proposal_near_a_hidden_memory_names_nothing_of_it(call_tool, alice, world):
+    """A new entry that adds to a #health memory the user stated becomes a proposal to
+    update that one; the agent that may not read it is told neither its key nor its text,
+    then or in list_proposals."""
+    _, tokens = world
+    text = f"{HEALTH} twice a day, {QUERY}, with water after breakfast"
+
+    created = call_tool(tokens["careful"], "create_memory", {"key": "fact:water", "value": text})
+    listed = call_tool(tokens["careful"], "list_proposals", {})
+
+    assert created.status_code == 202, created.content
+    for response in (created, listed):
+        body = response.content.decode()
+        assert "twice a day" not in body
+        assert "fact:pills" not in body
