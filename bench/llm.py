@@ -25,12 +25,13 @@ so and exits 0. A benchmark reports, it does not gate.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,7 @@ class CaseResult:
     completion_tokens: int = 0
     latencies_ms: list[int] = field(default_factory=list)
     kept: str = ""  # what Mnemo kept: the profile, the observations, the answer
+    answers: list[str] = field(default_factory=list)  # the model's answers, as sent
     refused: bool = False  # consolidation: the answer was refused in the end
     old_profile_kept: bool | None = None  # consolidation: after a refusal, unchanged?
 
@@ -224,9 +226,11 @@ def run_consolidation(case: dict[str, Any], *, budget: int) -> CaseResult:
     result.checks += _fact_checks(case, after.text, wrote=outcome.status == ProfileStatus.REWRITTEN)
     if outcome.status == ProfileStatus.FAILED:
         result.refused = True
-        result.old_profile_kept = (after.version_id, after.text) == (
+        # The same stored version (or still none: the empty profile is rendered anew,
+        # with the time, at every load).
+        result.old_profile_kept = (after.exists, after.version_id) == (
+            before.exists,
             before.version_id,
-            before.text,
         )
     _calls(result, user)
     return result
@@ -296,13 +300,35 @@ def run_bench(
         results = []
         for case in cases.get(step, []):
             started = time.perf_counter()
-            result = runners[step](case)
+            with _answers_kept() as answers:
+                result = runners[step](case)
+            result.answers = answers
             show_case(result, time.perf_counter() - started, out)
             results.append(result)
         report = StepReport(step, results)
         show_step(report, out)
         reports.append(report)
     return reports
+
+
+@contextlib.contextmanager
+def _answers_kept() -> Iterator[list[str]]:
+    """The text of each answer the model gives inside the block, for the report: Mnemo
+    keeps only its counts (LLMCall), and a refused answer is worth seeing."""
+    from llm import client
+
+    answers: list[str] = []
+    read = client._answer_text
+
+    def keeping(response: object) -> str:
+        answers.append(read(response))
+        return answers[-1]
+
+    client._answer_text = keeping
+    try:
+        yield answers
+    finally:
+        client._answer_text = read
 
 
 # --- printing -------------------------------------------------------------------------------
@@ -326,6 +352,8 @@ def show_case(result: CaseResult, seconds: float, out: Print) -> None:
             detail = f" ({_one_line(check.detail)})" if check.detail else ""
             out(f"         missed: {check.name}{detail}")
     if result.passed() < total:
+        if result.answers:
+            out(f"         model's last answer: {_one_line(result.answers[-1]) or '(empty)'}")
         out(f"         kept: {_one_line(result.kept) or '(nothing)'}")
     if result.refused:
         if result.old_profile_kept:

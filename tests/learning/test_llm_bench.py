@@ -159,6 +159,7 @@ def test_a_weak_model_is_reported_and_its_profile_refused(llm_server):
     assert all(len(result.latencies_ms) == 2 for result in consolidation.results)
     assert all(r.refused and r.old_profile_kept for r in consolidation.results)
     assert "refused: Mnemo kept the old profile" in printed
+    assert "model's last answer: Sure! Here is the updated profile" in printed
     assert "BUG" not in printed
     lisbon = Profile.objects.get(user__username="llm-bench-consolidation-en-moved-to-lisbon")
     kept = load_profile(lisbon.user).text
