@@ -62,7 +62,7 @@ GLOBAL = "global"
 # What the `scope` parameter may say for the caller's own place (the path then picks the
 # user's documents or the agent's private folder, as without it).
 OWN_SCOPES = frozenset({"user", "agent"})
-# memory_write's targets (DESIGN.md's `memory` and `daily_log`): a path that is exactly one
+# memory_write's targets, `memory` and `daily_log`: a path that is exactly one
 # of these names the well-known file, never a document of that name.
 MEMORY_TARGET = "memory"  # MEMORY.md of the scope written in
 DAILY_LOG_TARGET = "daily_log"  # a line added to today's daily/YYYY-MM-DD.md

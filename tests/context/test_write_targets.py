@@ -1,4 +1,4 @@
-"""memory_write's targets (DESIGN.md's `memory` and `daily_log`): `memory` writes MEMORY.md
+"""memory_write's targets `memory` and `daily_log`: `memory` writes MEMORY.md
 of the scope written in, `daily_log` adds a line to today's daily log in the user's
 timezone; no document is ever named `memory` or `daily_log` by the tool. And the schema of
 the agent-memory tools documents what they answer (no 403: a system token may use them)."""
