@@ -137,7 +137,7 @@ def _fact_checks(case: dict[str, Any], text: str, *, wrote: bool) -> list[Check]
     for fact in case.get("must_not_appear", []):
         spelling = found_spelling(fact, text) if wrote else None
         detail = f"wrote {spelling!r}" if spelling else ""
-        checks.append(Check("invented", f"does not add {fact[0]!r}", spelling is None, detail))
+        checks.append(Check("invented", f"does not write {fact[0]!r}", spelling is None, detail))
     return checks
 
 

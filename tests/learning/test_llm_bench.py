@@ -167,6 +167,6 @@ def test_a_weak_model_is_reported_and_its_profile_refused(llm_server):
     assert "Lisbon" not in kept
     # The invented facts are named where they were written.
     invented = [c for c in capture.checks("invented") if not c.ok]
-    assert "does not add 'canary'" in [check.name for check in invented]
-    assert "missed: does not add 'matcha' (wrote 'matcha')" in printed
+    assert "does not write 'canary'" in [check.name for check in invented]
+    assert "missed: does not write 'matcha' (wrote 'matcha')" in printed
     assert "notes nothing" in printed  # the small talk it noted anyway
