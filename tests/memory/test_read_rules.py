@@ -391,3 +391,23 @@ def test_a_proposal_near_a_hidden_memory_names_nothing_of_it(call_tool, alice, w
         body = response.content.decode()
         assert "twice a day" not in body
         assert "fact:pills" not in body
+
+
+def test_memory_writes_targets_meet_the_folder_rule(call_tool, world):
+    """memory_write's `memory` (MEMORY.md at the root) and `daily_log` (daily/) targets are
+    paths of the user's scope like any other."""
+    agents, tokens = world
+    agent_set_read_rules(
+        agent=agents["nojournal"],
+        memory_rule="all",
+        document_rule="except",
+        document_folders=["daily"],
+    )
+
+    daily = call_tool(tokens["nojournal"], "memory_write", {"path": "daily_log", "content": "x"})
+    root = call_tool(tokens["onlyprojects"], "memory_write", {"path": "memory", "content": "x"})
+    allowed = call_tool(tokens["travel"], "memory_write", {"path": "daily_log", "content": "x"})
+
+    assert daily.status_code == 403, daily.content
+    assert root.status_code == 403, root.content
+    assert allowed.status_code == 200, allowed.content
