@@ -118,7 +118,9 @@ class StyleForm(forms.Form):
         if (
             self.adding
             and Memory.objects.filter(
-                user=self.user, key__in=[f"tone_{platform}", f"verbosity_{platform}"]
+                user=self.user,
+                owner_agent=None,
+                key__in=[f"tone_{platform}", f"verbosity_{platform}"],
             ).exists()
         ):
             raise forms.ValidationError(
