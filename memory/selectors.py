@@ -86,6 +86,20 @@ def entry_list(
     )
 
 
+def agents_with_notes(*, user: AbstractBaseUser) -> list[tuple[Agent, int]]:
+    """The user's agents that have own notes (entries), with how many, by name: the Entries
+    tab's "Agents' notes" filter."""
+    from profiles.models import Agent
+
+    agents = (
+        Agent.objects.filter(user=user)
+        .annotate(notes=Count("own_notes", filter=Q(own_notes__key__contains=":")))
+        .filter(notes__gt=0)
+        .order_by("name")
+    )
+    return [(agent, agent.notes) for agent in agents]
+
+
 def entry_counts_by_kind(entries: QuerySet[Memory]) -> dict[str, int]:
     """How many of `entries` (from entry_list) there are of each kind."""
     counts = entries.order_by().values_list("kind_order").annotate(count=Count("pk"))
