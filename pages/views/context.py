@@ -1039,8 +1039,9 @@ def note_share(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return HttpResponseRedirect(_entries_url({"agent": note.owner_agent.name}))
     moved = f"Moved {_quoted(memory.value)} into your memory."
     if request.htmx:
+        # The row says where it went, in place: refreshing the list would take that away.
         context = {"row_id": pk, "moved": moved, "memory": memory}
-        return _changed(render_page(request, PAGE, context, partial="note_moved"), ENTRIES_CHANGED)
+        return _changed(render_page(request, PAGE, context, partial="note_moved"))
     return done(request, moved, _tab_url("entries", f"#memory-{memory.pk}"))
 
 

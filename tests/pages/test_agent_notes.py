@@ -123,7 +123,7 @@ def test_move_into_my_memory(as_alice, alice, coder):
     response = as_alice.post(f"/memories/{note.pk}/share/", headers=HX)
 
     assert response.status_code == 200
-    assert response["HX-Trigger"] == "memory-changed, entries-changed"
+    assert response["HX-Trigger"] == "memory-changed"
     assert "Moved “Builds on ARM” into your memory." in response.content.decode()
     memory = Memory.objects.get(user=alice)
     assert (memory.owner_agent_id, memory.source, memory.value) == (
