@@ -591,7 +591,15 @@ def _undo_offer(request: HtmxHttpRequest, memories: dict[str, Memory]) -> Memory
     row = MemoryHistory.objects.filter(
         user=request.user, pk=int(history_id), action=HistoryAction.DELETE
     ).first()
-    if row is None or row.key in memories:
+    if row is None:
+        return None
+    # Not while its key has a memory again, in the audience it was deleted from.
+    if row.owner_agent_id is None:
+        back = row.key in memories
+    else:
+        notes = Memory.objects.filter(user=request.user, owner_agent=row.owner_agent_id)
+        back = notes.filter(key=row.key).exists()
+    if back:
         return None
     before = row.before if isinstance(row.before, dict) else {}
     row.quoted = _quoted(_shown(before.get("value")) or "")

@@ -166,3 +166,14 @@ def test_the_activity_page_says_whose_note_was_written(as_alice, alice, coder):
     html = as_alice.get("/activity/").content.decode()
 
     assert "Coder &lt;b&gt;bot&lt;/b&gt;&#x27;s note" in html
+
+
+def test_deleting_a_note_without_javascript_offers_undo_beside_the_users_key(
+    as_alice, alice, coder
+):
+    note = _note(alice, coder, value="Builds on ARM")
+    _mine(alice, key="fact:arm", value="The user's own")
+
+    response = as_alice.post(f"/memories/{note.pk}/delete/", follow=True)
+
+    assert "Undo" in response.content.decode().split('id="entry-list"', 1)[0]
