@@ -97,6 +97,7 @@ from memory.working_memory import (
     build_working_memory,
     check_as_of,
 )
+from profiles.models import Agent
 from profiles.services import profile_for_user, profile_update
 
 if TYPE_CHECKING:
@@ -1265,7 +1266,17 @@ def _history_context(
         )
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
-    return {"key": key, "memory": memory, "rows": rows, "back_url": _tab_url(tab)}
+    # An agent's own note: the page says whose (the block is outside the timeline partial).
+    notes_of = None
+    if owner_agent_id is not None:
+        notes_of = Agent.objects.filter(user=request.user, pk=owner_agent_id).first()
+    return {
+        "key": key,
+        "memory": memory,
+        "rows": rows,
+        "back_url": _tab_url(tab),
+        "notes_of": notes_of,
+    }
 
 
 def _when_changed(

@@ -222,3 +222,15 @@ def test_only_the_user_moves_a_note_and_only_their_own(alice, bob, coder):
     with pytest.raises(NotFound):  # the user's memory is not a note
         memory_share_note(user=alice, memory_id=mine.memory.pk, actor=Actor.for_user(alice))
     assert Memory.objects.get(pk=note.pk).owner_agent_id == coder.pk
+
+
+def test_without_an_agent_there_are_no_own_notes_to_list(alice, you, coder):
+    from memory.selectors import memory_list_recent
+    from memory.working_memory import build_scratchpad
+
+    _note(alice, coder)
+    memory_upsert(user=alice, key="fact:tea", value="Likes tea", actor=you)
+
+    assert list(memory_list_recent(user=alice, agent=None)) == []
+    assert build_scratchpad(user=alice, agent=None).text == ""
+    assert [m.key for m in memory_list_recent(user=alice, agent=coder)] == [KEY]

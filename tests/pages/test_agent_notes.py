@@ -177,3 +177,14 @@ def test_deleting_a_note_without_javascript_offers_undo_beside_the_users_key(
     response = as_alice.post(f"/memories/{note.pk}/delete/", follow=True)
 
     assert "Undo" in response.content.decode().split('id="entry-list"', 1)[0]
+
+
+def test_a_notes_history_says_whose_note_it_is_and_shows_only_its_changes(as_alice, alice, coder):
+    note = _note(alice, coder, value="Builds on ARM")
+    _mine(alice, key="fact:arm", value="The user's own")
+
+    html = as_alice.get(f"/memories/{note.pk}/history/").content.decode()
+
+    assert "Coder &lt;b&gt;bot&lt;/b&gt;'s own note, not your memory." in html
+    assert "Builds on ARM" in html
+    assert "The user&#x27;s own" not in html
