@@ -46,6 +46,7 @@ bench: install
 	$(UV) run --frozen python bench/duplicates.py
 	$(UV) run --frozen python bench/credentials.py
 	$(UV) run --frozen python bench/turns.py
+	$(UV) run --frozen python bench/llm.py
 	$(UV) run --frozen python bench/mcp.py
 	$(UV) run --frozen python bench/export.py
 	$(UV) run --frozen python bench/import_archive.py

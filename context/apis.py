@@ -109,6 +109,14 @@ IDENTITY_HELP = (
     "only your own system prompt reads. USER_MEMORY.md, the consolidated profile, is "
     "written only by the user and Mnemo's consolidation: 403 profile_read_only."
 )
+WRITE_TARGETS_HELP = (
+    " Two paths are targets rather than names: memory writes MEMORY.md (your user's long-term "
+    "notes, or the scope's named by scope), and daily_log adds content as one line "
+    "'- HH:MM content' to today's daily/YYYY-MM-DD.md (the date and time in the user's "
+    "timezone, UTC for system tokens), as append_daily_memory does: one line (a line break "
+    "is 400), no base_version (400), the answer's path the log's. No document is ever "
+    "named memory or daily_log by this tool."
+)
 SYSTEM_AGENT_MEMORY_HELP = (
     "A system token has one AGENT_MEMORY.md of its own, in the company (global) documents: "
     "no user's or agent's notes, and no agent reads it through these two tools."
@@ -619,6 +627,7 @@ class DocumentWriteApi(WorkspaceToolApi):
         "written and the answer is 409 version_conflict naming the current version; read it "
         "again and apply your change to it. Without base_version the write applies "
         "regardless; replaced_version in the answer says which version it replaced."
+        + WRITE_TARGETS_HELP
         + PLACES_HELP
         + IDENTITY_HELP,
         request=WriteInput,
@@ -647,6 +656,16 @@ class DocumentWriteApi(WorkspaceToolApi):
             OpenApiExample(
                 "Write in a shared scope (read-write grant)",
                 value={"path": "runbook.md", "content": "# Runbook\n", "scope": "shared:team"},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Replace MEMORY.md (the memory target)",
+                value={"path": "memory", "content": "# Notes\n- Prefers short answers\n"},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Add a line to today's daily log (the daily_log target)",
+                value={"path": "daily_log", "content": "Sent the weekly report"},
                 request_only=True,
             ),
             OpenApiExample(
@@ -811,7 +830,7 @@ class AgentMemoryAppendApi(WorkspaceToolApi):
         request=ContentInput,
         responses={
             200: WrittenSerializer,
-            **document_errors(400, 401, 403, 409, 413, 422, 429),
+            **document_errors(400, 401, 409, 413, 422, 429),
         },
         examples=[
             OpenApiExample(
@@ -838,7 +857,7 @@ class AgentMemoryGetApi(WorkspaceToolApi):
         description="Your agents/<your agent name>/AGENT_MEMORY.md; exists is false and "
         f"content empty until you first append. {SYSTEM_AGENT_MEMORY_HELP}",
         request={"application/json": NO_ARGUMENTS},
-        responses={200: AgentMemorySerializer, **document_errors(400, 401, 403, 413, 429)},
+        responses={200: AgentMemorySerializer, **document_errors(400, 401, 413, 429)},
         examples=[OpenApiExample("Read", value={}, request_only=True)],
     )
     def post(self, request: Request) -> Response:

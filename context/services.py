@@ -581,6 +581,16 @@ def append_daily_memory(
 
     The content is one line (_one_line): a line break would start lines the stamp does not
     own, such as a heading."""
+    path, line = daily_log_line(user=user, content=content, now=now)
+    return document_append(user=user, agent=agent, path=path, content=line, actor=actor)
+
+
+def daily_log_line(
+    *, user: AbstractBaseUser | None, content: str, now: datetime.datetime | None = None
+) -> tuple[str, str]:
+    """Today's daily log and the line "- HH:MM content" for it, date and time in the user's
+    timezone (UTC for the global scope). InvalidInput for content that is not one line of
+    text."""
     if not isinstance(content, str):
         raise InvalidInput("Content must be text.", field="content")
     content = content.strip()
@@ -588,13 +598,7 @@ def append_daily_memory(
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
     _one_line(content, what="A daily log entry")
     local = (now or timezone.now()).astimezone(user_timezone(user))
-    return document_append(
-        user=user,
-        agent=agent,
-        path=daily_path(local.date()),
-        content=f"- {local:%H:%M} {content}",
-        actor=actor,
-    )
+    return daily_path(local.date()), f"- {local:%H:%M} {content}"
 
 
 def daily_path(day: datetime.date) -> str:

@@ -46,11 +46,12 @@ from context.services import (
     AGENT_MEMORY_PATH,
     AGENTS_FOLDER,
     IDENTITY_FILES,
+    MEMORY_PATH,
     TreeEntry,
     TreeRow,
     tree_rows,
 )
-from lib.errors import Forbidden, NotFound
+from lib.errors import Forbidden, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -61,6 +62,10 @@ GLOBAL = "global"
 # What the `scope` parameter may say for the caller's own place (the path then picks the
 # user's documents or the agent's private folder, as without it).
 OWN_SCOPES = frozenset({"user", "agent"})
+# memory_write's targets, `memory` and `daily_log`: a path that is exactly one
+# of these names the well-known file, never a document of that name.
+MEMORY_TARGET = "memory"  # MEMORY.md of the scope written in
+DAILY_LOG_TARGET = "daily_log"  # a line added to today's daily/YYYY-MM-DD.md
 
 
 def primary_only(path: str) -> bool:
@@ -260,8 +265,13 @@ def workspace_write(
     base_version is the version the caller read at this path (the services refuse a stale
     one). Where the user has no document there and the caller read another scope's, it names
     that document's version: the write then makes the user's own copy, unless one appeared
-    meanwhile."""
-    path = normalize_path(path)
+    meanwhile.
+
+    The path `memory` writes MEMORY.md; `daily_log` adds content as one line to today's
+    daily log (`_write_daily_log`)."""
+    if path == DAILY_LOG_TARGET:
+        return _write_daily_log(caller, content, base_version=base_version, scope=scope)
+    path = MEMORY_PATH if path == MEMORY_TARGET else normalize_path(path)
     named = _named(caller, scope)
     if named is not None:
         return services.document_write(
@@ -283,6 +293,23 @@ def workspace_write(
         base_version=None if create_only else base_version,
         create_only=create_only,
     )
+
+
+def _write_daily_log(
+    caller: Caller, content: str, *, base_version: int | None, scope: str | None
+) -> Document:
+    """memory_write's `daily_log`: "- HH:MM content" added to today's log of the scope
+    written in, the date and time in the caller's user's timezone (UTC for a system token),
+    as append_daily_memory adds it. An append changes no version the caller read, so a
+    base_version is refused rather than ignored."""
+    if base_version is not None:
+        raise InvalidInput(
+            "base_version does not apply to daily_log: each call adds a line to today's log, "
+            "whatever it holds.",
+            field="base_version",
+        )
+    path, line = services.daily_log_line(user=caller.user, content=content)
+    return workspace_append(caller=caller, path=path, content=line, scope=scope)
 
 
 def workspace_append(

@@ -1275,18 +1275,24 @@ class Tools:
         the document changed or was deleted since, nothing is written and the answer is 409
         version_conflict naming the current version; read it again and apply your change to
         it. Without base_version the write applies regardless; replaced_version in the
-        answer says which version it replaced. Agent tokens write in the user's documents,
-        or in their private folder agents/<agent name>/, or with scope shared:<slug> in a
-        shared scope their user may write in; company documents are never changed by an
-        agent (writing at one's path gives the user their own document there, as for a
-        shared scope's when scope is not named). System tokens work in the company documents
-        only. The identity files at the top of the user's documents (IDENTITY.md, SOUL.md,
-        AGENTS.md, USER.md, TOOLS.md, BOOTSTRAP.md, HEARTBEAT.md) are the user's and every
-        one of their agents reads them: your change to one does not apply but waits for the
-        user's review (202, status pending_review, with the proposal). Keep your own under
-        agents/<your agent name>/ (IDENTITY.md, SOUL.md, …), where you write freely and
-        which only your own system prompt reads. USER_MEMORY.md, the consolidated profile,
-        is written only by the user and Mnemo's consolidation: 403 profile_read_only.
+        answer says which version it replaced. Two paths are targets rather than names:
+        memory writes MEMORY.md (your user's long-term notes, or the scope's named by
+        scope), and daily_log adds content as one line '- HH:MM content' to today's
+        daily/YYYY-MM-DD.md (the date and time in the user's timezone, UTC for system
+        tokens), as append_daily_memory does: one line (a line break is 400), no
+        base_version (400), the answer's path the log's. No document is ever named memory or
+        daily_log by this tool. Agent tokens write in the user's documents, or in their
+        private folder agents/<agent name>/, or with scope shared:<slug> in a shared scope
+        their user may write in; company documents are never changed by an agent (writing at
+        one's path gives the user their own document there, as for a shared scope's when
+        scope is not named). System tokens work in the company documents only. The identity
+        files at the top of the user's documents (IDENTITY.md, SOUL.md, AGENTS.md, USER.md,
+        TOOLS.md, BOOTSTRAP.md, HEARTBEAT.md) are the user's and every one of their agents
+        reads them: your change to one does not apply but waits for the user's review (202,
+        status pending_review, with the proposal). Keep your own under agents/<your agent
+        name>/ (IDENTITY.md, SOUL.md, …), where you write freely and which only your own
+        system prompt reads. USER_MEMORY.md, the consolidated profile, is written only by
+        the user and Mnemo's consolidation: 403 profile_read_only.
 
         Args:
             path: A relative path such as notes/ideas.md or daily/2026-11-21.md: no leading
