@@ -31,10 +31,14 @@ def memory_written_event(
     history_id: int | None,
     renamed_from: str | None = None,
     batch: UUID | None = None,
+    note_of: str | None = None,
+    moved_from: str | None = None,
 ) -> ActivityEvent:
     """The memory_written row, unsaved: memory/services.py inserts it in the same statement
     as the memory and its history row, which fills in history_id. A rename names the old
-    key; a change made by a bulk action names its batch (memory/bulk.py)."""
+    key; a change made by a bulk action names its batch (memory/bulk.py). `note_of`: the
+    agent whose own note was written (absent for the user's memory); `moved_from`: the agent
+    whose note the user moved into their memory (memory_share_note)."""
     payload: dict[str, object] = {
         "key": key,
         "action": action,
@@ -45,6 +49,10 @@ def memory_written_event(
         payload["renamed_from"] = renamed_from
     if batch is not None:
         payload["batch"] = str(batch)
+    if note_of is not None:
+        payload["note_of"] = note_of
+    if moved_from is not None:
+        payload["moved_from"] = moved_from
     return ActivityEvent(
         event_type=EventType.MEMORY_WRITTEN, user=user, payload=payload, **actor.as_fields()
     )
@@ -57,11 +65,15 @@ def memory_deleted(
     key: str,
     history_id: int,
     batch: UUID | None = None,
+    note_of: str | None = None,
 ) -> ActivityEvent:
-    """A deletion; one made by a bulk action names its batch (memory/bulk.py)."""
+    """A deletion; one made by a bulk action names its batch (memory/bulk.py), one of an
+    agent's own note names the agent (`note_of`)."""
     payload: dict[str, object] = {"key": key, "history_id": history_id}
     if batch is not None:
         payload["batch"] = str(batch)
+    if note_of is not None:
+        payload["note_of"] = note_of
     return _record(EventType.MEMORY_DELETED, user=user, actor=actor, payload=payload)
 
 

@@ -31,7 +31,6 @@ from lib.data_fence import data_block
 from lib.errors import InvalidInput, LLMNotConfigured
 from llm.client import LLMBudgetReached, LLMUnavailable, complete, model_token_counter
 from memory.search import search_memory
-from memory.visibility import AUDIENCE_OWN, audience
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, MAX_QUERY_LENGTH
 
 if TYPE_CHECKING:
@@ -165,8 +164,8 @@ def top_results(*, user: AbstractBaseUser, agent: Agent, question: str) -> list[
     results = []
     for hit in search_memory(user=user, agent=agent, query=question, limit=MEMORY_RESULTS):
         memory = hit.memory
-        heard = audience(memory)
-        label = f"{memory.key} {OWN_NOTE}" if heard == AUDIENCE_OWN else memory.key
+        heard = memory.audience  # "user" or "own" (memory/models.py)
+        label = f"{memory.key} {OWN_NOTE}" if heard == "own" else memory.key
         results.append(
             Result(
                 source=AnswerSource(type=MEMORY, key=memory.key, audience=heard),

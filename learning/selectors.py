@@ -211,7 +211,9 @@ def _observation_rows(turn: Turn, raw: object) -> list[ObservationRow]:
     items = [_dict(item) for item in (raw if isinstance(raw, list) else [])]
     keys = {str(item["key"]) for item in items if item.get("key")}
     memories = dict(
-        Memory.objects.filter(user_id=turn.user_id, key__in=keys).values_list("key", "pk")
+        Memory.objects.filter(user_id=turn.user_id, owner_agent=None, key__in=keys).values_list(
+            "key", "pk"
+        )
     )
     proposal_ids = {_int(item.get("proposal_id")) for item in items} - {0}
     proposals = {

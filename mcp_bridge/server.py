@@ -44,7 +44,8 @@ SERVER_NAME = "mnemo"
 INSTRUCTIONS = (
     "Mnemo is the user's long-term memory. Read mnemo://working-memory (or the system_prompt "
     "prompt) at the start of a conversation; search_memory before answering from memory; "
-    "create_memory or memory_store when you learn something durable about the user."
+    "create_memory (or memory_store with share: true) when you learn something durable about "
+    "the user; memory_store alone keeps your own note, which only you read."
 )
 # Headers of the outer request that do not describe the inner one (the body, the MCP
 # session) or must not authenticate it (a browser's session cookie: agents use tokens).

@@ -78,6 +78,12 @@ class MemoryForm(forms.ModelForm):
         user = cleaned.get("user") if "user" in self.fields else self.instance.user
         if not key or self.has_error("confidence"):
             return cleaned
+        # A new memory here is the user's: its key must be free there (the unique key
+        # now includes the audience, which this form does not edit, so Django skips it).
+        adding = self.instance.pk is None
+        if adding and Memory.objects.filter(user=user, owner_agent=None, key=key).exists():
+            self.add_error("key", "The user's memory has this key already; change that one.")
+            return cleaned
         try:
             cleaned.update(
                 memory_clean(
@@ -121,6 +127,7 @@ class MemoryAdmin(admin.ModelAdmin):
     list_display = (
         "key",
         "user",
+        "owner_agent",
         "short_value",
         "source",
         "confidence",
@@ -131,7 +138,7 @@ class MemoryAdmin(admin.ModelAdmin):
     )
     list_filter = (KindFilter, "source", "pinned")
     search_fields = ("key", "value", "session", "user__username")
-    list_select_related = ("user",)
+    list_select_related = ("user", "owner_agent")
     autocomplete_fields = ("user",)
     ordering = ("user__username", "key")
 
@@ -140,13 +147,15 @@ class MemoryAdmin(admin.ModelAdmin):
             return [(None, {"fields": EDITABLE_FIELDS})]
         return [
             (None, {"fields": EDITABLE_FIELDS}),
+            ("Audience (empty: the user's memory)", {"fields": ("owner_agent",)}),
             ("Usage", {"fields": USAGE_FIELDS}),
             ("History", {"fields": ("history",)}),
         ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Memory | None = None) -> tuple:
-        # The key and owner identify the row; changing them would be a new memory.
-        return () if obj is None else ("user", "key", *USAGE_FIELDS, "history")
+        # The key, the user and the audience (the agent whose own note it is) identify the
+        # row; changing them would be a new memory. A new memory here is the user's.
+        return () if obj is None else ("user", "owner_agent", "key", *USAGE_FIELDS, "history")
 
     def get_form(
         self, request: HttpRequest, obj: Memory | None = None, change: bool = False, **kwargs: Any
@@ -171,18 +180,26 @@ class MemoryAdmin(admin.ModelAdmin):
             pinned=obj.pinned,
             occurred_at=obj.occurred_at,
             session=obj.session,
+            owner_agent=obj.owner_agent if change else None,
         )
         obj.pk = write.memory.pk
         obj.refresh_from_db()
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
-        memory_delete(user=obj.user, key=obj.key, actor=Actor.for_user(request.user))
+        memory_delete(
+            user=obj.user,
+            key=obj.key,
+            actor=Actor.for_user(request.user),
+            owner_agent=obj.owner_agent,
+        )
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
         actor = Actor.for_user(request.user)
-        for memory in queryset.select_related("user"):
+        for memory in queryset.select_related("user", "owner_agent"):
             with contextlib.suppress(NotFound):  # deleted meanwhile
-                memory_delete(user=memory.user, key=memory.key, actor=actor)
+                memory_delete(
+                    user=memory.user, key=memory.key, actor=actor, owner_agent=memory.owner_agent
+                )
 
     @admin.display(description="value")
     def short_value(self, obj: Memory) -> str:
@@ -190,9 +207,9 @@ class MemoryAdmin(admin.ModelAdmin):
 
     @admin.display(description="changes")
     def history(self, obj: Memory) -> SafeString:
-        rows = MemoryHistory.objects.filter(user_id=obj.user_id, key=obj.key).select_related(
-            "actor_user", "actor_agent"
-        )[:HISTORY_ROWS]
+        rows = MemoryHistory.objects.filter(
+            user_id=obj.user_id, key=obj.key, owner_agent_id=obj.owner_agent_id
+        ).select_related("actor_user", "actor_agent")[:HISTORY_ROWS]
         items = format_html_join(
             "",
             '<li><a href="{}">{}</a>: {} by {} ({})</li>',

@@ -86,6 +86,8 @@ if TYPE_CHECKING:
 
     from rest_framework.request import Request
 
+    from profiles.models import Agent
+
 KEY_HELP = (
     "A memory key. Profile: name, role, company, timezone, summary. Style: "
     "tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of fact, "
@@ -93,6 +95,17 @@ KEY_HELP = (
     "a-z, 0-9, '_' and '-' (e.g. preference:report-format)."
 )
 AGENT_SOURCES = [Source.TP_EXTRACTED.value, Source.DOCUMENT.value]
+# A memory's audience as the API names it: the user's memory, or the caller's own note (an
+# agent is never answered with another agent's note).
+AUDIENCES = ["user", "own"]
+OWN_HELP = (
+    "true: your own note under the key (memory_store's default) instead of the user's "
+    "memory. Default false."
+)
+
+
+def _own_field() -> FlagField:
+    return FlagField(required=False, default=False, help_text=OWN_HELP)
 
 
 @extend_schema_field(
@@ -217,6 +230,10 @@ class MemorySerializer(serializers.Serializer):
     )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    audience = serializers.ChoiceField(
+        choices=AUDIENCES,
+        help_text="user: the user's memory; own: your own note (only you, and the user, see it).",
+    )
 
 
 # Responses are built by the functions below, not by instantiating the serializers that
@@ -243,6 +260,7 @@ def memory_body(memory: Memory) -> dict[str, Any]:
         "session": memory.session,
         "created_at": _DATETIME.to_representation(memory.created_at),
         "updated_at": _DATETIME.to_representation(memory.updated_at),
+        "audience": memory.audience,
     }
 
 
@@ -345,6 +363,7 @@ class UpdateMemorySerializer(ToolInput):
     reason = _reason_field()
     occurred_at = _occurred_at_field()
     session = _session_field()
+    own = _own_field()
 
 
 class MemoryResultSerializer(serializers.Serializer):
@@ -359,6 +378,7 @@ class UpdateResultSerializer(serializers.Serializer):
 
 class KeySerializer(ToolInput):
     key = MemoryKeyField()
+    own = _own_field()
 
 
 class DeleteMemorySerializer(KeySerializer):
@@ -550,6 +570,7 @@ ROW_EXAMPLE = {
     "session": "chat-42",
     "created_at": "2026-11-21T09:30:00Z",
     "updated_at": "2026-11-21T09:30:00Z",
+    "audience": "user",
 }
 
 
@@ -602,7 +623,7 @@ class MemoryCreateApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(CreateMemorySerializer)
         _refuse_unreadable(request, data["key"], data)
-        _refuse_hidden_tags(request, data.get("tags"))
+        _refuse_hidden_tags(request, data)
         try:
             write = services.memory_upsert(user=request.user, actor=self.actor(), **data)
         except services.ReviewRequired as waiting:
@@ -658,8 +679,14 @@ class MemoryUpdateApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(UpdateMemorySerializer)
         _refuse_unreadable(request, data["key"], data)
-        _refuse_hidden_tags(request, data.get("tags"))
+        _refuse_hidden_tags(request, data)
         return _update(request, self.actor(), data)
+
+
+def _owner(request: Request, data: dict[str, Any]) -> Agent | None:
+    """The audience a tool call addresses, `own` taken out of `data`: the calling agent's
+    own notes with own: true, else the user's memory (None)."""
+    return request.auth.agent if data.pop("own", False) else None
 
 
 # An agent's read rule (memory/visibility.py) binds its writes of the user's memory too.
@@ -683,9 +710,12 @@ def _refuse_unreadable(request: Request, key: str, data: dict[str, Any]) -> None
         raise NotFound(f"No memory with key '{key}'.", field="key")
 
 
-def _refuse_hidden_tags(request: Request, tags: list[str] | None) -> None:
-    """403 for a write into the user's memory with tags the agent's read rule hides."""
-    hidden = visibility.hidden_tags(request.auth.agent, tags or [])
+def _refuse_hidden_tags(request: Request, data: dict[str, Any]) -> None:
+    """403 for a write into the user's memory with tags the agent's read rule hides (not
+    for its own note: `own`)."""
+    if data.get("own"):
+        return
+    hidden = visibility.hidden_tags(request.auth.agent, data.get("tags") or [])
     if hidden:
         named = ", ".join(f"#{tag}" for tag in hidden)
         raise Forbidden(HIDDEN_TAGS_MESSAGE.format(tags=named), field="tags")
@@ -699,10 +729,11 @@ def _refuse_unreadable_duplicate(request: Request, existing: Memory) -> None:
 
 def _update(request: Request, actor: Actor, data: dict[str, Any]) -> Response:
     """update_memory's and promote_memory's answer: applied, or waiting for review."""
+    owner = _owner(request, data)
     try:
-        write = services.memory_update(user=request.user, actor=actor, **data)
-    except services.ReviewRequired as waiting:
-        current = Memory.objects.get(user=request.user, key=waiting.proposal.key)
+        write = services.memory_update(user=request.user, actor=actor, owner_agent=owner, **data)
+    except services.ReviewRequired as waiting:  # only ever the user's memory
+        current = Memory.objects.get(user=request.user, owner_agent=None, key=waiting.proposal.key)
         return _pending_review(waiting.proposal, memory=memory_body(current))
     return Response({"status": write.status, "memory": memory_body(write.memory)})
 
@@ -729,8 +760,11 @@ class MemoryDeleteApi(ToolApi):
         data = self.validated(DeleteMemorySerializer)
         key = data["key"]
         _refuse_unreadable(request, key, data)
+        owner = _owner(request, data)
         try:
-            history = services.memory_delete(user=request.user, actor=self.actor(), **data)
+            history = services.memory_delete(
+                user=request.user, actor=self.actor(), owner_agent=owner, **data
+            )
         except services.ReviewRequired as waiting:
             return _pending_review(waiting.proposal, deleted=False, key=key)
         return Response(
@@ -753,11 +787,10 @@ class MemoryGetApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(KeySerializer)
-        key = data["key"]
-        _refuse_unreadable(request, key, data)
-        memory = services.memory_record_access(user=request.user, key=key)
-        if not visibility.may_read(memory, request.auth.agent):  # another agent's note
-            raise NotFound(f"No memory with key '{key}'.", field="key")
+        _refuse_unreadable(request, data["key"], data)
+        memory = services.memory_record_access(
+            user=request.user, key=data["key"], owner_agent=_owner(request, data)
+        )
         return Response({"memory": memory_body(memory)})
 
 
@@ -836,10 +869,11 @@ class WorkingMemoryApi(APIView):
                 default="markdown",
                 description="markdown: the block; json: the block with its counts and lines; "
                 "scratchpad: '## Recent Memories' then '- [YYYY-MM-DD] Kind: text (tags)' "
-                f"lines: first the entries used {selectors.SCRATCHPAD_USES} times or more (read or "
-                "found) or pinned with promote_memory, then the most recently added or "
-                "changed (dates in the user's time zone), within the same budget and line "
-                "rules.",
+                "lines of your own notes (memory_store's): first those used "
+                f"{selectors.SCRATCHPAD_USES} times or more (read or found) or pinned with "
+                "promote_memory, then those added or changed in the last "
+                f"{selectors.SCRATCHPAD_RECENT_DAYS} days, newest first (dates in the user's "
+                "time zone), within the same budget and line rules.",
             ),
             OpenApiParameter(
                 "as_of",
@@ -876,13 +910,14 @@ class WorkingMemoryApi(APIView):
         if budget is None:
             budget = request_profile(request).token_budget
         if query.validated_data["format"] == "scratchpad":
-            pad = build_scratchpad(user=request.user, budget=budget)
+            agent = getattr(request.auth, "agent", None)  # none for the user's own session
+            pad = build_scratchpad(user=request.user, agent=agent, budget=budget)
             return _markdown(pad.text, pad.tokens, pad.counter, started)
         block = build_working_memory(
             user=request.user,
             budget=budget,
             as_of=query.validated_data.get("as_of"),
-            agent=request.auth.agent,
+            agent=getattr(request.auth, "agent", None),
         )
         if query.validated_data["format"] != "json":
             return _markdown(block.text, block.tokens, block.counter, started)
@@ -922,15 +957,23 @@ class SearchMemoryInput(ToolInput):
 
 
 class PromoteInput(ToolInput):
-    key = MemoryKeyField()
+    key = MemoryKeyField(required=False)
+    memory_id = MemoryKeyField(
+        required=False,
+        help_text="The agent-memory design's name for `key` (a memory is named by its key "
+        "here): give one of the two.",
+    )
+    own = _own_field()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = [attrs[name] for name in ("key", "memory_id") if name in attrs]
+        if len(given) != 1:
+            raise InvalidInput("Give the memory's key as `key` or as `memory_id` (one of them).")
+        return {"key": given[0], "own": attrs["own"]}
 
 
 class MemoryHitSerializer(ScorePartsMixin):
     memory = MemorySerializer()
-    audience = serializers.ChoiceField(
-        choices=[visibility.AUDIENCE_USER, visibility.AUDIENCE_OWN],
-        help_text="user: the user's memory; own: your own note, which only you read.",
-    )
     use_boost = serializers.FloatField(
         help_text=f"Use, from 1 up to {1 + settings.MNEMO_SEARCH_USE_NUDGE:g}: grows with "
         f"log(1 + access_count), full at {USES_AT_FULL_NUDGE} uses."
@@ -966,7 +1009,6 @@ class SearchMemoryApi(ToolApi):
         results = [
             {
                 "memory": hit.memory,
-                "audience": visibility.audience(hit.memory),
                 "use_boost": hit.use_factor,
                 **score_parts(hit.ranks, hit.score, hit.freshness),
             }
@@ -979,10 +1021,11 @@ class SearchMemoryApi(ToolApi):
 
 
 PROMOTE_DESCRIPTION = (
-    "Pin the memory with this key, so it comes first in the working memory (after the "
-    "profile and styles) and in the scratchpad and memory_list_recent. 404 if there is "
-    "none. Pinning a memory the user stated waits for their review: 202, status "
-    "pending_review, with the proposal."
+    "Pin the memory with this key (`key`, or `memory_id` as the agent-memory design names "
+    "it), so it comes first in the working memory (after the profile and styles); with "
+    "own: true your own note, which then comes first in the scratchpad and "
+    "memory_list_recent. 404 if there is none. Pinning a memory the user stated waits for "
+    "their review: 202, status pending_review, with the proposal."
 )
 
 
@@ -1011,9 +1054,8 @@ class PromoteMemoryApi(ToolApi):
     @_promote_schema("promote_memory", PROMOTE_DESCRIPTION)
     def post(self, request: Request) -> Response:
         data = self.validated(PromoteInput)
-        key = data["key"]
-        _refuse_unreadable(request, key, data)
-        return _update(request, self.actor(), {"key": key, "pinned": True})
+        _refuse_unreadable(request, data["key"], data)
+        return _update(request, self.actor(), {**data, "pinned": True})
 
 
 class MemoryPromoteApi(PromoteMemoryApi):
@@ -1075,6 +1117,13 @@ class MemoryStoreInput(ToolInput):
     tags = _tags_field()
     occurred_at = _occurred_at_field()
     session = _session_field()
+    share = FlagField(
+        required=False,
+        default=False,
+        help_text="false (default): your own note, which only you (and the user) see, and "
+        "which never waits for review. true: into the user's memory, which the agents the "
+        "user allows read, under the user's review rules.",
+    )
 
 
 class StoreResultSerializer(serializers.Serializer):
@@ -1104,6 +1153,9 @@ class MemoryStoreApi(ToolApi):
         summary="Store something new, keyed by its content",
         description="Store a new memory without choosing a key: it is made from the "
         "content's first words (numbered if taken), and adding never replaces a memory. "
+        "By default it is your own note (audience own): only you and the user see it, it "
+        "never waits for review, and the same content again is unchanged. With share: true "
+        "it goes into the user's memory under the rules that follow. "
         "Returns the key (201). If a memory of the category already says it, no memory is "
         "added: the content is kept in that one's history and you get its key (200, status "
         "duplicate); the same content again is 200, status unchanged. Content that adds "
@@ -1140,6 +1192,7 @@ class MemoryStoreApi(ToolApi):
                     "key": "decision:the-team-chose-postgresql-for-the-event-store",
                     "memory": {
                         **ROW_EXAMPLE,
+                        "audience": "own",
                         "key": "decision:the-team-chose-postgresql-for-the-event-store",
                         "kind": "decision",
                         "value": "The team chose PostgreSQL for the event store",
@@ -1154,10 +1207,11 @@ class MemoryStoreApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(MemoryStoreInput)
         if data.get("share", True):  # into the user's memory: the read rule binds it
-            _refuse_hidden_tags(request, data.get("tags"))
+            _refuse_hidden_tags(request, data)
         result = services.memory_store(
             user=request.user,
             actor=self.actor(),
+            owner_agent=None if data["share"] else request.auth.agent,
             kind=data["category"],
             text=data["content"],
             tags=data.get("tags"),
@@ -1199,6 +1253,7 @@ class RecentMemorySerializer(serializers.Serializer):
     session = serializers.CharField(help_text="The conversation it came from, or empty.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    audience = serializers.ChoiceField(choices=AUDIENCES, help_text="own: your own note.")
 
 
 class RecentPageSerializer(serializers.Serializer):
@@ -1209,19 +1264,20 @@ class MemoryListRecentApi(ToolApi):
     @extend_schema(
         operation_id="memory_list_recent",
         tags=[TOOL_TAG],
-        summary="The most recent memories",
-        description="The user's entries (not the profile or styles), with their dates: "
-        f"first the ones used {selectors.SCRATCHPAD_USES} times or more (read with get_memory or "
-        "found by search_memory) or pinned with promote_memory, then the most recently "
-        f"added or changed. limit 1–{MAX_RECENT}, default 10. Listing does not count as a "
-        "use.",
+        summary="Your most recent notes",
+        description="Your own notes (memory_store's; not the user's memory), with their "
+        f"dates: first the ones used {selectors.SCRATCHPAD_USES} times or more (read with "
+        "get_memory or found by search_memory) or pinned with promote_memory, then those "
+        f"added or changed in the last {selectors.SCRATCHPAD_RECENT_DAYS} days, newest "
+        f"first. limit 1–{MAX_RECENT}, default 10. Listing does not count as a use.",
         request=ListRecentInput,
         responses={200: RecentPageSerializer, **error_responses(400, 401, 403, 413, 429)},
         examples=[OpenApiExample("Last five", value={"limit": 5}, request_only=True)],
     )
     def post(self, request: Request) -> Response:
         limit = self.validated(ListRecentInput)["limit"]
-        memories = selectors.memory_list_recent(user=request.user)[:limit]
+        agent = self.request.auth.agent
+        memories = selectors.memory_list_recent(user=request.user, agent=agent)[:limit]
         return Response({"results": [_recent_body(memory) for memory in memories]})
 
 
@@ -1237,4 +1293,5 @@ def _recent_body(memory: Memory) -> dict[str, Any]:
         "session": memory.session,
         "created_at": _DATETIME.to_representation(memory.created_at),
         "updated_at": _DATETIME.to_representation(memory.updated_at),
+        "audience": memory.audience,
     }

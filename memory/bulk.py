@@ -15,7 +15,9 @@ added again since, or an entry changed since, is left as it is and said so), for
 MNEMO_UNDO_DAYS days.
 
 The user's own actions only: an agent's change of what the user stated waits for the
-user's review one memory at a time (memory/services.py).
+user's review one memory at a time (memory/services.py). On the user's memory only: an id
+of an agent's own note is counted as missing, and "Delete all" leaves agents' notes (the
+Entries tab's "Agents' notes" deletes them one at a time).
 """
 
 from __future__ import annotations
@@ -170,7 +172,7 @@ def memory_merge_look_alikes(
     ids = _ids(memory_ids)
     if keep_id not in ids or len(ids) < 2:
         raise InvalidInput("Choose which of the notes to keep.", field="keep")
-    if not Memory.objects.filter(user=user, pk=keep_id).exists():
+    if not Memory.objects.filter(user=user, owner_agent=None, pk=keep_id).exists():
         raise NotFound("The note to keep is gone; nothing was merged.", field="keep")
     batch = uuid.uuid4()
 
@@ -190,7 +192,11 @@ def memory_delete_all(*, user: AbstractBaseUser, actor: Actor) -> BulkResult:
     the account are not memories and stay. Memories written after this starts are kept."""
     _check_user(actor)
     batch = uuid.uuid4()
-    ids = list(Memory.objects.filter(user=user).order_by("pk").values_list("pk", flat=True))
+    ids = list(
+        Memory.objects.filter(user=user, owner_agent=None)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
 
     def delete(memory: Memory) -> bool:
         memory_delete(user=user, key=memory.key, actor=actor, batch=batch)
@@ -226,10 +232,13 @@ def memory_batch_undo(*, user: AbstractBaseUser, batch: uuid.UUID, actor: Actor)
     # the restores below check again under each row's lock.
     deleted_keys = [change.key for change in changes if change.action == HistoryAction.DELETE]
     present = {
-        memory.key: memory for memory in Memory.objects.filter(user=user, key__in=deleted_keys)
+        memory.key: memory
+        for memory in Memory.objects.filter(user=user, owner_agent=None, key__in=deleted_keys)
     }
     last_deleted = dict(
-        MemoryHistory.objects.filter(user=user, key__in=deleted_keys, action=HistoryAction.DELETE)
+        MemoryHistory.objects.filter(
+            user=user, owner_agent=None, key__in=deleted_keys, action=HistoryAction.DELETE
+        )
         .order_by("key", "-pk")
         .distinct("key")
         .values_list("key", "pk")
@@ -308,7 +317,7 @@ def _each(
             with transaction.atomic():
                 memory = (
                     Memory.objects.select_for_update()
-                    .filter(user=user, pk=pk)
+                    .filter(user=user, owner_agent=None, pk=pk)
                     .only("pk", "key", "source", "tags", "pinned")  # what `apply` reads
                     .first()
                 )

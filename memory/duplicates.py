@@ -150,7 +150,11 @@ def _look(
     its text. The length test keeps lower() off nearly every row (a regular expression
     over 1,000 rows cost 10 ms a write)."""
     table = connection.ops.quote_name(Memory._meta.db_table)
-    same_kind = f"FROM {table} WHERE user_id = %(user)s AND key LIKE %(prefix)s AND key <> %(key)s"
+    # The user's memory only: an agent's own note is no one else's duplicate.
+    same_kind = (
+        f"FROM {table} WHERE user_id = %(user)s AND owner_agent_id IS NULL "
+        "AND key LIKE %(prefix)s AND key <> %(key)s"
+    )
     # How many of the new text's words the row's vector holds: what deleting them removes.
     shared = "length(search_vector) - length(ts_delete(search_vector, new.words))"
     sql = (
@@ -163,7 +167,8 @@ def _look(
         + f"{shared} AS shared {same_kind} AND search_vector @@ new.any_word) AS matched "  # noqa: S608 - names
         "WHERE shared >= %(share)s * new.count ORDER BY shared DESC, id "
         "LIMIT %(candidates)s) AS picked) END "
-        f"FROM (SELECT EXISTS (SELECT FROM {table} WHERE user_id = %(user)s AND key = %(key)s)"
+        f"FROM (SELECT EXISTS (SELECT FROM {table} WHERE user_id = %(user)s "
+        "AND owner_agent_id IS NULL AND key = %(key)s)"
         " AS has_key) AS mine, "
         "(SELECT words, cardinality(words) AS count, (SELECT string_agg(quote_literal(word), "
         "' | ') FROM unnest(words) AS word)::tsquery AS any_word FROM (SELECT "

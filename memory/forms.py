@@ -118,7 +118,9 @@ class StyleForm(forms.Form):
         if (
             self.adding
             and Memory.objects.filter(
-                user=self.user, key__in=[f"tone_{platform}", f"verbosity_{platform}"]
+                user=self.user,
+                owner_agent=None,
+                key__in=[f"tone_{platform}", f"verbosity_{platform}"],
             ).exists()
         ):
             raise forms.ValidationError(
@@ -253,6 +255,9 @@ class BudgetForm(forms.Form):
 
 
 class EntryFilterForm(forms.Form):
+    # Whose entries: the user's memory (""), or one agent's own notes (its name). The
+    # choices are the user's agents that have notes (agents_with_notes).
+    agent = forms.ChoiceField(label="Whose", required=False, choices=[("", "Your memory")])
     kind = forms.ChoiceField(
         label="Filter by kind",
         required=False,
@@ -261,10 +266,20 @@ class EntryFilterForm(forms.Form):
     tag = forms.CharField(label="Filter by tag", required=False, max_length=40)
     q = forms.CharField(label="Search text", required=False, max_length=200)
 
+    def __init__(self, *args: Any, agents: list[tuple[Any, int]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = [
+            ("", "Your memory"),
+            *((agent.name, f"{agent.label}'s notes ({count})") for agent, count in agents),
+        ]
+        if not agents:  # no agent has notes: nothing to choose
+            self.fields["agent"].widget = forms.HiddenInput()
+
     def filters(self) -> dict[str, str]:
         if not self.is_valid():
-            return {"kind": "", "tag": "", "q": ""}
+            return {"agent": "", "kind": "", "tag": "", "q": ""}
         return {
+            "agent": self.cleaned_data["agent"],
             "kind": self.cleaned_data["kind"],
             "tag": self.cleaned_data["tag"].strip().lower(),
             "q": self.cleaned_data["q"].strip(),

@@ -97,7 +97,7 @@ def _recent_notes(user: AbstractBaseUser) -> list[Memory]:
         output_field=ArrayField(TextField()),
     )
     return list(
-        Memory.objects.filter(user=user, key__contains=":")
+        Memory.objects.filter(user=user, owner_agent=None, key__contains=":")
         .exclude(source=Source.USER_STATED)
         .annotate(words=words)
         .order_by("-updated_at", "-id")[:NOTES]

@@ -128,6 +128,12 @@ class Memory(EmbeddingFields):
         return self.key
 
     @property
+    def audience(self) -> str:
+        """ "user" for the user's memory, "own" for an agent's own note (the API's name: an
+        agent is only ever answered with its own notes)."""
+        return "user" if self.owner_agent_id is None else "own"
+
+    @property
     def kind(self) -> str:
         """The entry kind ("fact", …), "style" or "profile"."""
         if ":" in self.key:
@@ -172,6 +178,17 @@ class MemoryHistory(ActorMixin):
     key = models.CharField(max_length=MAX_KEY_LENGTH)
     memory = models.ForeignKey(
         Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="history"
+    )
+    # The audience of the row it changed: the agent whose own note it was, empty for the
+    # user's memory. A restore puts a note back as that agent's note, and the as-of view
+    # rebuilds the user's memory from the rows without one. Goes with the agent, as its
+    # notes do.
+    owner_agent = models.ForeignKey(
+        "profiles.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
     )
     action = models.CharField(max_length=8, choices=HistoryAction.choices)
     source = models.CharField(max_length=16, choices=Source.choices)

@@ -173,7 +173,7 @@ def _apply(
             return None  # gone already: what it asked for is done
     if (
         proposal.action == ProposalAction.CREATE
-        and Memory.objects.filter(user=user, key=proposal.key).exists()
+        and Memory.objects.filter(user=user, owner_agent=None, key=proposal.key).exists()
     ):
         # Added meanwhile (by the user, say): accepting must not replace it unseen.
         raise Conflict(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from datetime import timedelta
 from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
     from django.db.models import QuerySet
 
+    from profiles.models import Agent
+
 KINDS = ("profile", "style", *ENTRY_KINDS)
 
 
@@ -34,9 +37,11 @@ def memory_list(
     source: str | None = None,
     updated_since: datetime | None = None,
     after_key: str | None = None,
+    owner_agent: Agent | None = None,
 ) -> QuerySet[Memory]:
-    """The user's memories in key order, optionally filtered; `after_key` pages on."""
-    memories = of_kind(Memory.objects.filter(user=user), kind)
+    """The user's memories in key order, optionally filtered; `after_key` pages on.
+    `owner_agent`: that agent's own notes instead of the user's memory."""
+    memories = of_kind(Memory.objects.filter(user=user, owner_agent=owner_agent), kind)
     if tag is not None:
         memories = memories.filter(tags__contains=[tag])
     if source is not None:
@@ -60,12 +65,20 @@ def of_kind(memories: QuerySet[Memory], kind: str | None) -> QuerySet[Memory]:
 
 
 def entry_list(
-    *, user: AbstractBaseUser, kind: str = "", tag: str = "", q: str = ""
+    *,
+    user: AbstractBaseUser,
+    kind: str = "",
+    tag: str = "",
+    q: str = "",
+    owner_agent: Agent | None = None,
 ) -> QuerySet[Memory]:
     """The user's entries as the Context page lists them: by kind (in ENTRY_KINDS order, the
     `kind_order` annotation), pinned first, then the most recently changed; optionally of
-    one kind, with one tag, or with `q` in the text or the key. Page it."""
-    entries = memory_list(user=user, kind=kind or None, tag=tag or None)
+    one kind, with one tag, or with `q` in the text or the key. `owner_agent`: that agent's
+    own notes instead of the user's memory. Page it."""
+    entries = memory_list(
+        user=user, kind=kind or None, tag=tag or None, owner_agent=owner_agent
+    ).select_related("owner_agent")
     entries = entries.filter(key__contains=":")
     if q:
         entries = entries.filter(Q(value__icontains=q) | Q(key__icontains=q))
@@ -78,6 +91,20 @@ def entry_list(
     )
 
 
+def agents_with_notes(*, user: AbstractBaseUser) -> list[tuple[Agent, int]]:
+    """The user's agents that have own notes (entries), with how many, by name: the Entries
+    tab's "Agents' notes" filter."""
+    from profiles.models import Agent
+
+    agents = (
+        Agent.objects.filter(user=user)
+        .annotate(notes=Count("own_notes", filter=Q(own_notes__key__contains=":")))
+        .filter(notes__gt=0)
+        .order_by("name")
+    )
+    return [(agent, agent.notes) for agent in agents]
+
+
 def entry_counts_by_kind(entries: QuerySet[Memory]) -> dict[str, int]:
     """How many of `entries` (from entry_list) there are of each kind."""
     counts = entries.order_by().values_list("kind_order").annotate(count=Count("pk"))
@@ -87,7 +114,7 @@ def entry_counts_by_kind(entries: QuerySet[Memory]) -> dict[str, int]:
 def memory_counts(*, user: AbstractBaseUser) -> dict[str, int]:
     """How many memories the user has: "profile" fields, "style" keys over "platforms",
     "entry" rows, and "all"."""
-    keys = list(Memory.objects.filter(user=user).values_list("key", flat=True))
+    keys = list(Memory.objects.filter(user=user, owner_agent=None).values_list("key", flat=True))
     kinds = [Memory(key=key).kind for key in keys]
     styles = [key for key, kind in zip(keys, kinds, strict=True) if kind == "style"]
     return {
@@ -103,7 +130,11 @@ def user_zone(user: AbstractBaseUser | None) -> ZoneInfo:
     """The zone of the user's `timezone` memory; UTC when unset, unknown, or no user."""
     if user is None or not user.is_authenticated:
         return ZoneInfo("UTC")
-    name = Memory.objects.filter(user=user, key="timezone").values_list("value", flat=True).first()
+    name = (
+        Memory.objects.filter(user=user, owner_agent=None, key="timezone")
+        .values_list("value", flat=True)
+        .first()
+    )
     with contextlib.suppress(ZoneInfoNotFoundError, ValueError, TypeError):
         return ZoneInfo(name or "UTC")
     return ZoneInfo("UTC")
@@ -113,30 +144,43 @@ def user_zone(user: AbstractBaseUser | None) -> ZoneInfo:
 # (README.md, "Agent API", the scratchpad): read with get_memory or returned by a search,
 # both counted by memory/services.py memory_count_uses.
 SCRATCHPAD_USES = 3
+# The design's scratchpad is filled by recency over the last 7 days: an older note that was
+# not promoted (by use or by promote_memory) is left out of it.
+SCRATCHPAD_RECENT_DAYS = 7
 
 
-def memory_list_recent(*, user: AbstractBaseUser) -> QuerySet[Memory]:
-    """The user's entries (not the profile or styles, which the block always shows) as
-    memory_list_recent and the scratchpad list them: first the promoted ones (used at least
-    SCRATCHPAD_USES times, or pinned with promote_memory), then the rest; each group the
-    most recently added or changed first. Slice it."""
+def memory_list_recent(*, user: AbstractBaseUser, agent: Agent | None) -> QuerySet[Memory]:
+    """The calling agent's own notes (entries) as memory_list_recent and the scratchpad
+    list them: first the promoted ones (used at least SCRATCHPAD_USES times, or pinned with
+    promote_memory), then the others changed in the last SCRATCHPAD_RECENT_DAYS days; each
+    group the most recently added or changed first. Without an agent (the user, or the
+    system) there are no own notes: nothing. Slice it."""
+    if agent is None or agent.user_id != user.pk:
+        return Memory.objects.none()
     promoted = Q(access_count__gte=SCRATCHPAD_USES) | Q(pinned=True)
+    recent = Q(updated_at__gte=timezone.now() - timedelta(days=SCRATCHPAD_RECENT_DAYS))
     return (
-        Memory.objects.filter(user=user, key__contains=":")
+        Memory.objects.filter(user=user, owner_agent=agent, key__contains=":")
+        .filter(promoted | recent)
         .alias(promoted=Case(When(promoted, then=Value(1)), default=Value(0)))
         .order_by("-promoted", "-updated_at", "-id")
     )
 
 
 def memory_history_for_key(
-    *, user: AbstractBaseUser, key: str, memory_id: int | None = None
+    *,
+    user: AbstractBaseUser,
+    key: str,
+    memory_id: int | None = None,
+    owner_agent_id: int | None = None,
 ) -> QuerySet[MemoryHistory]:
-    """Every change to one key of the user's, newest first, with who made it.
+    """Every change to one key of the user's, newest first, with who made it: of the
+    user's memory, or (`owner_agent_id`) of that agent's own note under the key.
 
     With `memory_id`, also the changes to that memory under the keys it had before a
     rename (memory_rename keeps the row, so its older history rows name the old key).
     """
-    matches = Q(key=key)
+    matches = Q(key=key, owner_agent_id=owner_agent_id)
     if memory_id is not None:
         matches |= Q(memory_id=memory_id)
     return (
@@ -151,7 +195,11 @@ def memory_agent_names(*, user: AbstractBaseUser, keys: Iterable[str]) -> dict[s
     An agent whose note was merged into it (HistoryAction.MERGE) only said it again."""
     rows = (
         MemoryHistory.objects.filter(
-            user=user, key__in=list(keys), actor_type=ActorKind.AGENT, actor_agent__isnull=False
+            user=user,
+            owner_agent=None,
+            key__in=list(keys),
+            actor_type=ActorKind.AGENT,
+            actor_agent__isnull=False,
         )
         .exclude(action=HistoryAction.MERGE)
         .order_by("key", "-created_at", "-id")
@@ -164,13 +212,20 @@ def memory_agent_names(*, user: AbstractBaseUser, keys: Iterable[str]) -> dict[s
 def deleted_memory_list(
     *, user: AbstractBaseUser, since: datetime, limit: int = 200
 ) -> list[MemoryHistory]:
-    """The latest deletion of each key that has no memory now, newest first."""
+    """The latest deletion of each key that has no memory now, newest first: per audience
+    (the user's memory, each agent's own notes), so a deleted note is listed while the
+    user's memory has its key, and its `owner_agent` says whose it was."""
+    there = Memory.objects.filter(
+        user=user, key=OuterRef("key"), owner_agent_id=OuterRef("owner_agent_id")
+    )
+    there_in_mine = Memory.objects.filter(user=user, key=OuterRef("key"), owner_agent=None)
     rows = (
         MemoryHistory.objects.filter(user=user, action=HistoryAction.DELETE, created_at__gte=since)
-        .exclude(key__in=Memory.objects.filter(user=user).values("key"))
-        .select_related("actor_user", "actor_agent")
-        .order_by("key", "-created_at", "-id")
-        .distinct("key")
+        .exclude(Q(owner_agent__isnull=True) & Exists(there_in_mine))
+        .exclude(Q(owner_agent__isnull=False) & Exists(there))
+        .select_related("actor_user", "actor_agent", "owner_agent")
+        .order_by("owner_agent_id", "key", "-created_at", "-id")
+        .distinct("owner_agent_id", "key")
     )
     return sorted(rows, key=lambda row: (row.created_at, row.pk), reverse=True)[:limit]
 
@@ -187,9 +242,9 @@ class MemoryBatch(NamedTuple):
 
 
 def _batches(user: AbstractBaseUser, **filters: object) -> QuerySet[MemoryHistory]:
-    back = Exists(Memory.objects.filter(user=user, key=OuterRef("key")))
+    back = Exists(Memory.objects.filter(user=user, owner_agent=None, key=OuterRef("key")))
     return (
-        MemoryHistory.objects.filter(user=user, batch__isnull=False, **filters)
+        MemoryHistory.objects.filter(user=user, owner_agent=None, batch__isnull=False, **filters)
         .values("batch")
         .annotate(
             deletions=Count("id", filter=Q(action=HistoryAction.DELETE)),
@@ -266,8 +321,9 @@ def memory_states_as_of(*, user: AbstractBaseUser, as_of: datetime) -> StatesAsO
     rule (the working memory does not show them). A merge changed no state
     (HistoryAction.MERGE), so it is not the change that left one. One query, in key order.
     """
+    # The user's memory only: an agent's own note is never shown as what the user keeps.
     rows = (
-        MemoryHistory.objects.filter(user=user, created_at__lte=as_of)
+        MemoryHistory.objects.filter(user=user, owner_agent=None, created_at__lte=as_of)
         .exclude(action=HistoryAction.MERGE)
         .annotate(
             created_id=Window(Max("id", filter=Q(before__isnull=True)), partition_by=[F("key")])
@@ -337,13 +393,21 @@ def history_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, b
     wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
     if not wanted:
         return {}
-    same_key = Memory.objects.filter(user=user, key=OuterRef("key"))
+    # The key in the row's audience: the user's memory, or the agent's notes (an equality
+    # with the outer owner would never hold for the user's memory, whose owner is NULL).
+    mine = Memory.objects.filter(user=user, key=OuterRef("key"), owner_agent=None)
+    note = Memory.objects.filter(
+        user=user, key=OuterRef("key"), owner_agent_id=OuterRef("owner_agent_id")
+    )
     rows = (
         MemoryHistory.objects.filter(user=user, pk__in=wanted)
-        .annotate(key_there=Exists(same_key))
-        .values_list("pk", "memory_id", "key_there")
+        .annotate(mine_there=Exists(mine), note_there=Exists(note))
+        .values_list("pk", "memory_id", "owner_agent_id", "mine_there", "note_there")
     )
-    return {pk: memory_id is not None or key_there for pk, memory_id, key_there in rows}
+    return {
+        pk: memory_id is not None or (note_there if owner_id is not None else mine_there)
+        for pk, memory_id, owner_id, mine_there, note_there in rows
+    }
 
 
 def proposal_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, str]:

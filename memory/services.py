@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
     from llm.models import Turn
+    from profiles.models import Agent
 
 DEFAULT_AGENT_CONFIDENCE = 0.8
 
@@ -149,8 +150,13 @@ def memory_upsert(
     unless_changed_since: datetime | None = None,
     occurred_at: object = None,
     session: str | None = None,
+    owner_agent: Agent | None = None,
 ) -> MemoryWrite:
     """Create the memory, or replace its value if the key exists (last write wins).
+
+    `owner_agent`: write that agent's own note under the key instead of the user's memory
+    (_check_audience says who may); a note never waits for review and is compared with
+    nothing (it does not change the user's memory).
 
     `occurred_at` (when what it says happened or was said) and `session` (the conversation
     it came from) are memory_clean's; left out, a new memory takes now and no session, and
@@ -171,6 +177,7 @@ def memory_upsert(
     from the row (or from the proposal made instead).
     """
     _refuse_credentials(actor, key=key, value=value, tags=tags, reason=reason, session=session)
+    _check_audience(user, actor, owner_agent, key=key, creating=True)
     parsed = parse_key(key)
     fields = memory_clean(
         key=key,
@@ -195,8 +202,31 @@ def memory_upsert(
         action=HistoryAction.UPDATE,
         reason=reason,
         unless_changed_since=unless_changed_since,
-        near_check=_checks_near(actor, parsed.family),
+        near_check=owner_agent is None and _checks_near(actor, parsed.family),
+        owner_agent=owner_agent,
     )
+
+
+def _check_audience(
+    user: AbstractBaseUser,
+    actor: Actor,
+    owner_agent: Agent | None,
+    *,
+    key: str,
+    creating: bool = False,
+) -> None:
+    """Who may write an agent's own note: that agent, and the user (or the system, for an
+    import). Another agent's note, or an agent that is not the user's, is answered as if
+    there were no such note (NotFound, naming nothing but the key asked for); adding a note
+    for another agent is Forbidden."""
+    if owner_agent is None:
+        return
+    if owner_agent.user_id != user.pk:
+        raise NotFound(f"No memory with key '{key}'.", field="key")
+    if actor.kind == ActorKind.AGENT and actor.agent.pk != owner_agent.pk:
+        if creating:
+            raise Forbidden("An agent writes only its own notes.", field="key")
+        raise NotFound(f"No memory with key '{key}'.", field="key")
 
 
 def _checks_near(actor: Actor, family: KeyFamily) -> bool:
@@ -275,8 +305,10 @@ def memory_update(
     batch: UUID | None = None,
     occurred_at: object = UNSET,
     session: str = UNSET,
+    owner_agent: Agent | None = None,
 ) -> MemoryWrite:
-    """Change an existing memory; NotFound if the key has none.
+    """Change an existing memory; NotFound if the key has none. `owner_agent`: that
+    agent's own note under the key instead (_check_audience), never waiting for review.
 
     A new value or confidence also records who stands behind it now (the source). An
     agent's change of a user-stated memory raises ReviewRequired (memory_upsert), a change
@@ -284,6 +316,7 @@ def memory_update(
     action it is part of (memory/bulk.py), kept on its history row and event.
     """
     _refuse_credentials(actor, value=value, tags=tags, reason=reason, session=session)
+    _check_audience(user, actor, owner_agent, key=key)
     parsed = parse_key(key)
     fields: dict[str, Any] = {}
     if value is not UNSET:
@@ -310,6 +343,7 @@ def memory_update(
         create=False,
         reason=_clean_reason(reason),
         batch=batch,
+        owner_agent=owner_agent,
     )
 
 
@@ -320,21 +354,25 @@ def memory_delete(
     actor: Actor,
     reason: str = "",
     batch: UUID | None = None,
+    owner_agent: Agent | None = None,
 ) -> MemoryHistory:
     """Delete a memory; its last state stays in history so it can be restored.
+    `owner_agent`: that agent's own note under the key instead (_check_audience).
 
     An agent's deletion of a user-stated memory raises ReviewRequired (memory_upsert).
     `batch`: the bulk action it is part of (memory/bulk.py), kept on its history row and
     event.
     """
     _refuse_credentials(actor, reason=reason)
+    _check_audience(user, actor, owner_agent, key=key)
     parse_key(key)
     reason = _clean_reason(reason)
     with transaction.atomic():
-        memory, _ = _locked(user, key, actor)
+        memory, _ = _locked(user, key, actor, owner_agent=owner_agent)
         if memory is None:
             raise NotFound(f"No memory with key '{key}'.", field="key")
-        if actor.kind != ActorKind.USER and memory.source == Source.USER_STATED:
+        gated = owner_agent is None and actor.kind != ActorKind.USER
+        if gated and memory.source == Source.USER_STATED:
             proposal = _propose(
                 user,
                 key,
@@ -362,6 +400,7 @@ def _delete_row(
         user=user,
         key=key,
         memory=None,
+        owner_agent=memory.owner_agent,
         action=HistoryAction.DELETE,
         source=memory.source,
         before=memory.snapshot(),
@@ -370,8 +409,20 @@ def _delete_row(
         **actor.as_fields(),
     )
     memory.delete()
-    events.memory_deleted(user=user, actor=actor, key=key, history_id=history.pk, batch=batch)
+    events.memory_deleted(
+        user=user,
+        actor=actor,
+        key=key,
+        history_id=history.pk,
+        batch=batch,
+        note_of=_note_of(memory.owner_agent),
+    )
     return history
+
+
+def _note_of(owner_agent: Agent | None) -> str | None:
+    """The name an activity event gives the agent whose note it is (None: the user's)."""
+    return None if owner_agent is None else owner_agent.label
 
 
 def memory_set(
@@ -384,7 +435,7 @@ def memory_set(
     fields that map to one key (profile fields, style aspects).
     """
     value = value.strip() if isinstance(value, str) else value
-    current = Memory.objects.filter(user=user, key=key).only("value").first()
+    current = Memory.objects.filter(user=user, owner_agent=None, key=key).only("value").first()
     if not value:
         if current is None:
             return "unchanged", None
@@ -467,6 +518,7 @@ def _add_entry(
     typed: bool,
     reason: str = "",
     near_check: bool = False,
+    owner_agent: Agent | None = None,
 ) -> MemoryWrite:
     """Write a new entry under the first of `keys` still free: adding never replaces. A
     typed key that is taken is a Conflict; a derived one moves on to the next number.
@@ -482,6 +534,7 @@ def _add_entry(
                 only_new=True,
                 reason=reason,
                 near_check=near_check,
+                owner_agent=owner_agent,
             )
         except Conflict:
             if typed:
@@ -523,8 +576,12 @@ def memory_store(
     reason: str = "",
     occurred_at: object = None,
     session: str | None = None,
+    owner_agent: Agent | None = None,
 ) -> StoreResult:
     """Note something new, as an agent (or the system) does: the key is made from the text.
+
+    `owner_agent`: as that agent's own note (the memory_store tool's default), numbered
+    among its notes; it never waits for review and is merged into nothing.
 
     The memory_store tool and learning/capture.py come here. Adding never replaces: the key
     is `kind:<its first words>`, numbered when the user has that key already. For anyone
@@ -536,6 +593,7 @@ def memory_store(
     memory paused) raise ServiceError. `occurred_at` and `session` as memory_upsert's.
     """
     _refuse_credentials(actor, value=text, tags=tags, reason=reason, session=session)
+    _check_audience(user, actor, owner_agent, key=kind, creating=True)
     _check_kind(kind)
     base = derive_slug(text if isinstance(text, str) else "") or FALLBACK_SLUG
     first = f"{kind}:{base}"
@@ -552,7 +610,7 @@ def memory_store(
     )
     _link_turn(fields, turn)
     reason = _clean_reason(reason)
-    stored, waiting_note, taken = _notes_under(user, first, fields["value"])
+    stored, waiting_note, taken = _notes_under(user, first, fields["value"], owner_agent)
     # The same note again (an agent's retry, the same words in a later turn) is found
     # where it was put, whether or not near-duplicates are merged: never a second one.
     if stored is not None:
@@ -560,10 +618,17 @@ def memory_store(
     if waiting_note is not None:
         return StoreResult(status="pending_review", key=waiting_note.key, proposal=waiting_note)
     keys = _candidate_keys(user, kind, base, derived=True, taken=taken)
-    near_check = _checks_near(actor, KeyFamily.ENTRY)
+    near_check = owner_agent is None and _checks_near(actor, KeyFamily.ENTRY)
     try:
         write = _add_entry(
-            user, keys, fields, actor, typed=False, reason=reason, near_check=near_check
+            user,
+            keys,
+            fields,
+            actor,
+            typed=False,
+            reason=reason,
+            near_check=near_check,
+            owner_agent=owner_agent,
         )
     except DuplicateMemory as duplicate:
         existing = duplicate.existing
@@ -580,12 +645,21 @@ def memory_store(
 
 
 def _notes_under(
-    user: AbstractBaseUser, first: str, value: str
+    user: AbstractBaseUser, first: str, value: str, owner_agent: Agent | None = None
 ) -> tuple[Memory | None, MemoryProposal | None, set[str]]:
-    """Under `first` and the numbered keys after it: the memory holding `value`, else the
-    pending proposal to add it; and the keys taken there. A pending proposal to add an
-    entry takes its key too: a second proposal for that key would replace the first."""
-    rows = list(Memory.objects.filter(user=user, key__startswith=first).order_by("pk"))
+    """Under `first` and the numbered keys after it, in the audience written (the user's
+    memory, or `owner_agent`'s notes): the memory holding `value`, else the pending
+    proposal to add it; and the keys taken there. A pending proposal to add an entry takes
+    its key too: a second proposal for that key would replace the first. Notes are never
+    proposed, so none waits for them."""
+    rows = list(
+        Memory.objects.filter(user=user, owner_agent=owner_agent, key__startswith=first).order_by(
+            "pk"
+        )
+    )
+    if owner_agent is not None:
+        stored = next((row for row in rows if row.value == value), None)
+        return stored, None, {row.key for row in rows}
     waiting = list(
         MemoryProposal.objects.filter(
             user=user,
@@ -616,7 +690,9 @@ def _candidate_keys(
         return [first]
     if taken is None:
         taken = set(
-            Memory.objects.filter(user=user, key__startswith=first).values_list("key", flat=True)
+            Memory.objects.filter(user=user, owner_agent=None, key__startswith=first).values_list(
+                "key", flat=True
+            )
         )
     keys: list[str] = []
     number = 1
@@ -645,7 +721,8 @@ def look_alike_dismiss(
     wanted = {int(pk) for pk in memory_ids}
     if len(wanted) > MAX_LOOK_ALIKES:
         raise InvalidInput(f"At most {MAX_LOOK_ALIKES} notes at a time.", field="ids")
-    ids = sorted(Memory.objects.filter(user=user, pk__in=wanted).values_list("pk", flat=True))
+    notes = Memory.objects.filter(user=user, owner_agent=None, pk__in=wanted)
+    ids = sorted(notes.values_list("pk", flat=True))
     if len(ids) < 2:
         raise InvalidInput("Fewer than two of these notes are still there.", field="ids")
     return LookAlikeDismissal.objects.create(user=user, memory_ids=ids)
@@ -675,7 +752,7 @@ def _rename_once(user: AbstractBaseUser, key: str, new_key: str, actor: Actor) -
     memory, _ = _locked(user, key, actor)
     if memory is None:
         raise NotFound(f"No memory with key '{key}'.", field="key")
-    if Memory.objects.filter(user=user, key=new_key).exists():
+    if Memory.objects.filter(user=user, owner_agent=None, key=new_key).exists():
         raise Conflict(f"You already have '{new_key}'; edit that one instead.", field="key")
     before = {**memory.snapshot(), "key": key}
     memory.key = new_key
@@ -703,6 +780,94 @@ def _rename_once(user: AbstractBaseUser, key: str, new_key: str, actor: Actor) -
     return MemoryWrite(memory=memory, created=False, history=history)
 
 
+def memory_share_note(*, user: AbstractBaseUser, memory_id: int, actor: Actor) -> MemoryWrite:
+    """Move an agent's own note into the user's memory, as the user's write: by moving it
+    the user vouches for it, so it becomes user_stated (confidence 1.0) under the same key,
+    with its text, tags, pin, time and conversation. The user's action only.
+
+    One transaction: the note's row is locked, the key in the user's memory checked free
+    under its lock, the user's memory created (its history row and one memory_written
+    event naming the agent as `moved_from`) and the note deleted (its history row, kept
+    restorable as that agent's note). A key the user's memory has already is a Conflict,
+    and nothing changes: the note stays as it was."""
+    if actor.kind != ActorKind.USER:
+        raise Forbidden("Only the user moves an agent's note into their memory.", field="id")
+    note = (
+        Memory.objects.filter(user=user, pk=memory_id, owner_agent__isnull=False)
+        .select_related("owner_agent")
+        .first()
+    )
+    if note is None:
+        raise NotFound("No such note.", field="id")
+    agent = note.owner_agent
+    try:
+        with transaction.atomic():
+            return _share_once(user, note.key, agent, actor)
+    except IntegrityError as error:  # the user's memory took the key meanwhile
+        if not _is_unique_key_violation(error):
+            raise
+    raise _key_taken(note.key)
+
+
+def _key_taken(key: str) -> Conflict:
+    return Conflict(
+        f"Your memory has '{key}' already; edit or rename that one first. The note is "
+        "left as it is.",
+        field="key",
+    )
+
+
+def _share_once(user: AbstractBaseUser, key: str, agent: Agent, actor: Actor) -> MemoryWrite:
+    note, _ = _locked(user, key, actor, owner_agent=agent)
+    if note is None:
+        raise NotFound("No such note.", field="id")
+    taken, _ = _locked(user, key, actor)
+    if taken is not None:
+        raise _key_taken(key)
+    state = note.snapshot()
+    fields = {
+        **state_fields(state),
+        "source": Source.USER_STATED,
+        "confidence": 1.0,
+    }
+    memory = Memory(user=user, key=key, **fields)
+    history = MemoryHistory(
+        user=user,
+        key=key,
+        memory=None,
+        action=HistoryAction.CREATE,
+        source=memory.source,
+        before=None,
+        after=memory.snapshot(),
+        **actor.as_fields(),
+    )
+    event = events.memory_written_event(
+        user=user,
+        actor=actor,
+        key=key,
+        action=HistoryAction.CREATE,
+        source=memory.source,
+        history_id=None,
+        moved_from=agent.label,
+    )
+    # The note goes first: its history row names the agent, so it can be restored as a note.
+    MemoryHistory.objects.create(
+        user=user,
+        key=key,
+        memory=None,
+        owner_agent=agent,
+        action=HistoryAction.DELETE,
+        source=note.source,
+        before=state,
+        after=None,
+        **actor.as_fields(),
+    )
+    note.delete()
+    _write_rows(memory, [], history, event)
+    request_embedding()
+    return MemoryWrite(memory=memory, created=True, history=history)
+
+
 @dataclass(frozen=True)
 class PastChange:
     """One change from an earlier account's history of a memory (an import brings it)."""
@@ -714,6 +879,7 @@ class PastChange:
     after: dict[str, Any] | None
     actor: Actor
     created_at: datetime
+    owner_agent: Agent | None = None  # the agent whose own note it changed; None: the user's
 
 
 # Which states a history row holds for each action (the model's history_states_match_action).
@@ -764,16 +930,17 @@ def memory_history_replay(*, user: AbstractBaseUser, changes: list[PastChange]) 
     For an import, of the memories it created, so the history page shows where a memory
     came from before the import's own row. Nothing current changes, so no event is
     recorded and nothing is embedded. Every change must pass past_change_problem."""
-    memories = dict(
-        Memory.objects.filter(user=user, key__in={change.key for change in changes}).values_list(
-            "key", "pk"
-        )
-    )
+    rows_now = Memory.objects.filter(user=user, key__in={change.key for change in changes})
+    memories = {
+        (owner_id, key): pk
+        for owner_id, key, pk in rows_now.values_list("owner_agent", "key", "pk")
+    }
     rows = [
         MemoryHistory(
             user=user,
             key=change.key,
-            memory_id=memories.get(change.key),
+            memory_id=memories.get((_agent_id(change.owner_agent), change.key)),
+            owner_agent=change.owner_agent,
             action=change.action,
             source=change.source,
             before=change.before,
@@ -785,6 +952,10 @@ def memory_history_replay(*, user: AbstractBaseUser, changes: list[PastChange]) 
     ]
     MemoryHistory.objects.bulk_create(rows)
     return len(rows)
+
+
+def _agent_id(agent: Agent | None) -> int | None:
+    return None if agent is None else agent.pk
 
 
 def memory_restore(
@@ -801,7 +972,11 @@ def memory_restore(
     deleted memory comes back only while its key has none, a changed one goes back only
     while it holds what the change left; otherwise Conflict, and nothing is written.
     """
-    entry = MemoryHistory.objects.filter(user=user, pk=history_id).select_related("memory").first()
+    entry = (
+        MemoryHistory.objects.filter(user=user, pk=history_id)
+        .select_related("memory", "owner_agent")
+        .first()
+    )
     if entry is None:
         raise NotFound(f"No history entry {history_id}.", field="history_id")
     expected: Any = UNSET
@@ -819,6 +994,7 @@ def memory_restore(
         raise InvalidInput(
             f"History entry {history_id} cannot be restored: {problem}.", field="history_id"
         )
+    # A note's history row names its agent: it comes back as that agent's note.
     return _write(
         user=user,
         key=entry.memory.key if entry.memory is not None else entry.key,
@@ -826,6 +1002,7 @@ def memory_restore(
         actor=actor,
         action=HistoryAction.RESTORE,
         expected=expected,
+        owner_agent=entry.owner_agent,
     )
 
 
@@ -856,12 +1033,16 @@ def _write(
     batch: UUID | None = None,
     expected: Any = UNSET,
     near_check: bool = False,
+    owner_agent: Agent | None = None,
 ) -> MemoryWrite:
     """Write one memory with its history row and activity event, in one transaction.
 
+    The row is (user, `owner_agent`, key): the user's memory, or that agent's own note,
+    which no review gate stops (it changes nothing of the user's memory).
+
     Concurrent writers of one key serialize on its row lock, and each records the state
     the previous one left. Two that both find the key new race to insert it: the loser's
-    INSERT fails on the unique (user, key), its transaction is rolled back, and it runs
+    INSERT fails on the unique (user, audience, key), its transaction is rolled back, and it runs
     once more, this time updating the winner's row (or, `only_new`, failing with Conflict).
     When the user must review it first, the proposal is committed and ReviewRequired raised.
     `batch` goes on the history row and the event; `expected` (a snapshot, or None for no
@@ -882,6 +1063,7 @@ def _write(
         batch,
         expected,
         near_check,
+        owner_agent,
     )
     try:
         with transaction.atomic():
@@ -911,11 +1093,12 @@ def _write_once(
     batch: UUID | None,
     expected: Any,
     near_check: bool,
+    owner_agent: Agent | None,
 ) -> MemoryWrite | MemoryProposal | _Merged:
     # Two statements: the row lock, which also reads the pause and the review rule, and
     # one that writes the row (INSERT or UPDATE), its history row and its activity event;
     # for a new entry compared with its kind, the near-duplicate check between them.
-    memory, review_new = _locked(user, key, actor, new_entry=near_check)
+    memory, review_new = _locked(user, key, actor, new_entry=near_check, owner_agent=owner_agent)
     if expected is not UNSET:
         _check_expected(key, memory, expected)
     if only_new and memory is not None:
@@ -932,7 +1115,7 @@ def _write_once(
         near = _near_entry(user, key, fields, actor, reason, review_new)
         if near is not None:
             return near
-    if actor.kind != ActorKind.USER:
+    if actor.kind != ActorKind.USER and owner_agent is None:
         gated = _review_gate(user, key, fields, actor, memory, review_new, create, reason)
         if gated is not None:
             return gated
@@ -940,7 +1123,7 @@ def _write_once(
     if memory is None:
         if not create:
             raise NotFound(f"No memory with key '{key}'.", field="key")
-        memory = Memory(user=user, key=key, **fields)
+        memory = Memory(user=user, owner_agent=owner_agent, key=key, **fields)
         before = None
         if action == HistoryAction.UPDATE:
             action = HistoryAction.CREATE
@@ -959,6 +1142,7 @@ def _write_once(
         user=user,
         key=key,
         memory=None if created else memory,
+        owner_agent=owner_agent,
         action=action,
         source=memory.source,
         before=before,
@@ -975,6 +1159,7 @@ def _write_once(
         source=memory.source,
         history_id=None,
         batch=batch,
+        note_of=_note_of(owner_agent),
     )
     _write_rows(memory, changed, history, event)
     if before is None or before["value"] != memory.value:
@@ -1255,11 +1440,13 @@ NEW_ENTRY_LOCKS = 0x4E45  # "NE"
 
 
 @functools.cache
-def _lock_sql(*, new_entry: bool = False) -> tuple[str, list[str], int]:
+def _lock_sql(*, new_entry: bool = False, own: bool = False) -> tuple[str, list[str], int]:
     """One row always: whether agents are refused (the user paused memory), whether their
     new memories wait for review, and the memory row, locked FOR UPDATE, when the key has
     one. `new_entry`: when the key has none, also the lock on the user's new entries of its
-    kind (_near_entry), held until the transaction ends."""
+    kind (_near_entry), held until the transaction ends. `own`: the row is an agent's own
+    note (%(owner)s), else the user's memory (owner_agent_id IS NULL, so the unique
+    index's btree serves both)."""
     fields = [f for f in Memory._meta.concrete_fields if f.name not in SEARCH_COLUMNS]
     columns = ", ".join(_quote(field.column) for field in fields)
     profile = _quote(Profile._meta.db_table)
@@ -1279,14 +1466,21 @@ def _lock_sql(*, new_entry: bool = False) -> tuple[str, list[str], int]:
         f"memory.* FROM (SELECT) AS one LEFT JOIN {profile} AS profile "
         f"ON profile.user_id = %(user)s LEFT JOIN (SELECT {columns} "
         f"FROM {_quote(Memory._meta.db_table)}"
-        " WHERE user_id = %(user)s AND key = %(key)s FOR UPDATE) AS memory ON true"
+        " WHERE user_id = %(user)s AND key = %(key)s AND "
+        + ("owner_agent_id = %(owner)s" if own else "owner_agent_id IS NULL")
+        + " FOR UPDATE) AS memory ON true"
     )
     names = [field.attname for field in fields]
     return sql, names, names.index(Memory._meta.pk.attname)
 
 
 def _locked(
-    user: AbstractBaseUser, key: str, actor: Actor, *, new_entry: bool = False
+    user: AbstractBaseUser,
+    key: str,
+    actor: Actor,
+    *,
+    new_entry: bool = False,
+    owner_agent: Agent | None = None,
 ) -> tuple[Memory | None, bool]:
     """The memory under `key`, locked until the transaction ends (None if there is none),
     and whether the actor's new memories wait for the user's review.
@@ -1294,10 +1488,13 @@ def _locked(
     MemoryPaused when an agent (or the system) writes for a user who paused memory, as
     profiles.services.check_agents_may_write says, read in this same statement: a pause
     that committed before it stops the write. `new_entry`: an entry's key with no memory
-    also takes the lock on the user's new entries of its kind (_lock_sql).
+    also takes the lock on the user's new entries of its kind (_lock_sql). `owner_agent`:
+    that agent's note under the key rather than the user's memory.
     """
-    sql, names, pk_index = _lock_sql(new_entry=new_entry)
+    sql, names, pk_index = _lock_sql(new_entry=new_entry, own=owner_agent is not None)
     params = {"guarded": actor.kind != ActorKind.USER, "user": user.pk, "key": key}
+    if owner_agent is not None:
+        params["owner"] = owner_agent.pk
     if new_entry:
         params |= {"locks": NEW_ENTRY_LOCKS, "kind_lock": f"{user.pk}:{key.partition(':')[0]}"}
     with connection.cursor() as cursor:
@@ -1309,6 +1506,7 @@ def _locked(
         return None, review
     memory = Memory.from_db(connection.alias, names, values)
     memory.user = user
+    memory.owner_agent = owner_agent
     return memory, review
 
 
@@ -1376,7 +1574,7 @@ def _update_sql(memory: Memory, changed: list[str]) -> tuple[str, list]:
 
 
 def _is_unique_key_violation(error: IntegrityError) -> bool:
-    """Whether the write broke the unique (user, key) of memory/models.py."""
+    """Whether the write broke the unique (user, audience, key) of memory/models.py."""
     diag = getattr(error.__cause__, "diag", None)
     return getattr(diag, "constraint_name", None) == "user_context_unique_key"
 
@@ -1448,13 +1646,17 @@ def _clean_tags(tags: object) -> list[str]:
     return clean_tags(tags, limit=MAX_TAGS)
 
 
-def memory_record_access(*, user: AbstractBaseUser, key: str) -> Memory:
+def memory_record_access(
+    *, user: AbstractBaseUser, key: str, owner_agent: Agent | None = None
+) -> Memory:
     """Read one memory as an agent does: the read counts as a use (memory_count_uses).
+    `owner_agent`: that agent's own note under the key, else the user's memory.
 
     Not a change to the memory, so no history or activity is written.
     """
     parse_key(key)
-    ids = list(Memory.objects.filter(user=user, key=key).values_list("pk", flat=True))
+    rows = Memory.objects.filter(user=user, owner_agent=owner_agent, key=key)
+    ids = list(rows.values_list("pk", flat=True))
     used = memory_count_uses(user=user, memory_ids=ids)
     if not used:  # no such key, or deleted since
         raise NotFound(f"No memory with key '{key}'.", field="key")

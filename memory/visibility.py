@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from profiles.models import Agent
 
 USER_MEMORY = Q(owner_agent__isnull=True)
-# What an agent is told of its own notes, beside the user's memory ("audience" in the API).
-AUDIENCE_USER, AUDIENCE_OWN = "user", "own"
 
 
 def _allowed_by_rule(agent: Agent | None) -> Q:
@@ -117,9 +115,3 @@ def hidden_key(*, user: AbstractBaseUser, agent: Agent | None, key: str) -> bool
         return False
     row = Memory.objects.filter(user=user, key=key).filter(USER_MEMORY).values("tags").first()
     return row is not None and not rule_allows_tags(agent, row["tags"])
-
-
-def audience(memory: Memory) -> str:
-    """ "user" for the user's memory, "own" for the caller's own note (an agent is only
-    ever shown its own notes)."""
-    return AUDIENCE_USER if memory.owner_agent_id is None else AUDIENCE_OWN

@@ -576,11 +576,14 @@ class Scratchpad:
     counter: str
 
 
-def build_scratchpad(*, user: AbstractBaseUser, budget: int | None = None) -> Scratchpad:
-    """The user's entries as `## Recent Memories` and one line each, in
-    memory_list_recent's order (the promoted ones, then the most recently added or changed):
-    `- [YYYY-MM-DD] Kind: text (tags)`, the date the user's (their `timezone` memory, else
-    UTC).
+def build_scratchpad(
+    *, user: AbstractBaseUser, agent: Agent | None, budget: int | None = None
+) -> Scratchpad:
+    """The calling `agent`'s own notes as `## Recent Memories` and one line each, in
+    memory_list_recent's order (the promoted ones, then those added or changed in the last
+    7 days, newest first): `- [YYYY-MM-DD] Kind: text (tags)`, the date the user's (their
+    `timezone` memory, else UTC). Without an agent (the user's own call) it is empty: a
+    scratchpad is an agent's.
 
     The block's rules: within `budget` tokens (default: the profile's) by the same counter,
     never a line cut to fit it, each value one line of data (`_as_data`) and each line at
@@ -591,7 +594,7 @@ def build_scratchpad(*, user: AbstractBaseUser, budget: int | None = None) -> Sc
     counter = get_token_counter()
     counts = _memoized_counts(counter)
     most = budget // _MIN_LINE_TOKENS
-    recent = memory_list_recent(user=user)
+    recent = memory_list_recent(user=user, agent=agent)
     rows = list(recent.values_list("key", "value", "tags", "updated_at")[:most])
     total = recent.count() if len(rows) == most else len(rows)
     zone = user_zone(user)

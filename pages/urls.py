@@ -42,6 +42,7 @@ urlpatterns = [
     path("memories/<int:pk>/edit/", context.entry_edit, name="entry_edit"),
     path("memories/<int:pk>/pin/", context.entry_pin, name="entry_pin"),
     path("memories/<int:pk>/delete/", context.entry_delete, name="entry_delete"),
+    path("memories/<int:pk>/share/", context.note_share, name="note_share"),
     path("entries/bulk/", context.entries_bulk, name="entries_bulk"),
     path("memories/delete-all/", context.delete_all, name="delete_all"),
     path("memories/batches/<uuid:batch>/undo/", context.batch_undo, name="batch_undo"),

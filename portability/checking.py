@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
     from portability.importing import Report
+    from profiles.models import Agent
 
 # Limits of step 1, from the central directory. The total uncompressed size is a setting
 # (MNEMO_IMPORT_MAX_UNPACKED_MB).
@@ -422,6 +423,27 @@ HISTORY_SPEC = {
     "actor": OBJECT,
     "created_at": TEXT,
 }
+# Checked by audience_problem; absent in archives made before issue 27.
+AUDIENCE_SPEC = {"audience": (str, dict, NONE)}
+
+
+def audience_problem(audience: object) -> str:
+    """Why a line's `audience` is neither "user" (or absent, null) nor {"agent": name}."""
+    if audience is None or audience == fmt.USER_AUDIENCE:
+        return ""
+    if not isinstance(audience, dict) or set(audience) != {"agent"}:
+        return 'its audience is not "user" or {"agent": <name>}'
+    problem = agent_problem(audience["agent"])
+    return problem.replace("its agent", "its audience's agent", 1)
+
+
+def audience_agent(record: dict[str, Any]) -> str | None:
+    """The name of the agent whose note the line is (None: the user's memory), of a line
+    whose audience passed audience_problem."""
+    audience = record.get("audience")
+    return audience["agent"] if isinstance(audience, dict) else None
+
+
 VERSION_SPEC = {
     "path": TEXT,
     "agent": TEXT_OR_NULL,
@@ -489,11 +511,13 @@ class MemoryLines(LineCheck):
     def __init__(self, user: AbstractBaseUser) -> None:
         self.user = user
         self.actor = Actor.for_user(user)
-        self.keys: set[str] = set()
+        self.keys: set[tuple[str | None, str]] = set()
 
     def problem(self, record: dict[str, Any]) -> str:
-        problem = fields_problem(record, MEMORY_SPEC, ("key", "value")) or time_problem(
-            record, "updated_at", "created_at", "last_accessed_at"
+        problem = (
+            fields_problem(record, {**MEMORY_SPEC, **AUDIENCE_SPEC}, ("key", "value"))
+            or audience_problem(record.get("audience"))
+            or time_problem(record, "updated_at", "created_at", "last_accessed_at")
         )
         if problem:
             return f"Refused: {problem}."
@@ -512,9 +536,10 @@ class MemoryLines(LineCheck):
             )
         except ServiceError as error:
             return error.message
-        if record["key"] in self.keys:
-            return "An earlier line has the same key."
-        self.keys.add(record["key"])
+        where = (audience_agent(record), record["key"])
+        if where in self.keys:
+            return "An earlier line has the same key (in the same audience)."
+        self.keys.add(where)
         return ""
 
 
@@ -523,7 +548,8 @@ class HistoryLines(LineCheck):
 
     def problem(self, record: dict[str, Any]) -> str:
         problem = (
-            fields_problem(record, HISTORY_SPEC, tuple(HISTORY_SPEC))
+            fields_problem(record, {**HISTORY_SPEC, **AUDIENCE_SPEC}, tuple(HISTORY_SPEC))
+            or audience_problem(record.get("audience"))
             or time_problem(record, "created_at", required=True)
             or actor_problem(record["actor"])
         )
@@ -532,7 +558,10 @@ class HistoryLines(LineCheck):
         return past_change_problem(past_change(record, Actor.system()))
 
 
-def past_change(record: dict[str, Any], actor: Actor) -> PastChange:
+def past_change(
+    record: dict[str, Any], actor: Actor, owner_agent: Agent | None = None
+) -> PastChange:
+    """`owner_agent`: the account's agent the line's audience names (None: the user's)."""
     when = parse_time(record["created_at"])
     assert when is not None  # HistoryLines checked it
     return PastChange(
@@ -543,6 +572,7 @@ def past_change(record: dict[str, Any], actor: Actor) -> PastChange:
         after=record["after"],
         actor=actor,
         created_at=when,
+        owner_agent=owner_agent,
     )
 
 

@@ -236,7 +236,11 @@ def _records(
 ) -> Iterator[dict[str, Any]]:
     """One table's rows as the format's records, a page at a time in `order`: `fields` in
     their order, times as ISO 8601, "actor" and "agent" by the agent's name."""
-    columns = {"actor": ("actor_type", "actor_agent__name"), "agent": ("agent__name",)}
+    columns = {
+        "actor": ("actor_type", "actor_agent__name"),
+        "agent": ("agent__name",),
+        "audience": ("owner_agent__name",),
+    }
     wanted = [column for name in fields for column in columns.get(name, (name,))]
     rows = queryset.values("id", *wanted)
     for row in _pages(rows, order, size):
@@ -246,6 +250,9 @@ def _records(
                 record[name] = _actor(row)
             elif name == "agent":
                 record[name] = row["agent__name"]
+            elif name == "audience":
+                owner = row["owner_agent__name"]
+                record[name] = fmt.USER_AUDIENCE if owner is None else {"agent": owner}
             else:
                 value = row[name]
                 record[name] = _iso(value) if isinstance(value, datetime) else value
@@ -253,7 +260,9 @@ def _records(
 
 
 def _memories(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:
-    return _records(Memory.objects.filter(user=user), fmt.MEMORY_FIELDS, order=("key",))
+    # By key, then id: a key names one memory per audience (the pages' keyset needs a
+    # unique last column).
+    return _records(Memory.objects.filter(user=user), fmt.MEMORY_FIELDS, order=("key", "id"))
 
 
 def _memory_history(user: AbstractBaseUser) -> Iterator[dict[str, Any]]:

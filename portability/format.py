@@ -11,10 +11,12 @@
   fields of MEMORY_FIELDS. Times are ISO 8601 with their UTC offset, or null.
   `occurred_at` (when what it says happened or was said) and `session` (the conversation
   it came from, or "") are absent from archives made before issue 26: a memory imported
-  from one is said when it is imported, in no conversation.
+  from one is said when it is imported, in no conversation. `audience` (issue 27) is
+  `"user"` for the user's memory or `{"agent": <agent name>}` for that agent's own note
+  (a key is unique per audience); absent (an older archive), the user's memory.
 - `memory_history.jsonl`: one line per history row, ordered by created_at then id, with
   MEMORY_HISTORY_FIELDS; `before` and `after` exactly as stored (memory/snapshots.py:
-  since issue 26 with `occurred_at` and `session`).
+  since issue 26 with `occurred_at` and `session`); `audience` as a memory's.
 - `documents/<path>`: each of the user's own documents at its path; each agent's private
   documents at `documents/agents/<agent name>/<path>`. The member's bytes are the body,
   UTF-8, nothing added. The manifest's entry for a document also names its scope
@@ -86,8 +88,20 @@ MEMORY_FIELDS = (
     "session",
     "created_at",
     "updated_at",
+    "audience",
 )
-MEMORY_HISTORY_FIELDS = ("key", "action", "source", "before", "after", "actor", "created_at")
+MEMORY_HISTORY_FIELDS = (
+    "key",
+    "action",
+    "source",
+    "before",
+    "after",
+    "actor",
+    "created_at",
+    "audience",
+)
+# A memory's audience in an archive: the user's memory, or {"agent": name} for a note.
+USER_AUDIENCE = "user"
 DOCUMENT_VERSION_FIELDS = ("path", "agent", "action", "body", "actor", "created_at")
 WORK_FRONT_MATTER = (
     "title",

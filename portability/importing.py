@@ -73,6 +73,7 @@ from portability.checking import (
     CheckedArchive,
     DocumentEntry,
     VersionLines,
+    audience_agent,
     check_archive,
     checked_lines,
     document_body,
@@ -437,9 +438,16 @@ def _delete_everything(user: AbstractBaseUser, actor: Actor, report: Report) -> 
     Recently deleted work)."""
     from work.services import work_delete
 
-    for key in Memory.objects.filter(user=user).order_by("key").values_list("key", flat=True):
+    memories = Memory.objects.filter(user=user).select_related("owner_agent").order_by("key", "pk")
+    for memory in memories.only("key", "owner_agent").iterator():
         with contextlib.suppress(NotFound):
-            memory_delete(user=user, key=key, actor=actor, reason="Replaced by an import")
+            memory_delete(
+                user=user,
+                key=memory.key,
+                actor=actor,
+                reason="Replaced by an import",
+                owner_agent=memory.owner_agent,
+            )
         report.step()
     documents = Document.objects.filter(user=user).select_related("agent").order_by("pk")
     for document in documents.iterator():
@@ -537,24 +545,36 @@ def _import_agent(user: AbstractBaseUser, data: dict[str, Any], mode: str, repor
 
 def _import_memories(
     user: AbstractBaseUser, actor: Actor, checked: CheckedArchive, report: Report
-) -> set[str]:
-    """The keys of the memories the import created (lines the check refused are skipped)."""
-    created: set[str] = set()
+) -> set[tuple[str | None, str]]:
+    """The memories the import created, as (the agent whose note it is or None, key);
+    lines the check refused are skipped. A note goes back under the agent of its name,
+    made as the import makes agents (agent_get_or_create) when the account has none."""
+    created: set[tuple[str | None, str]] = set()
     info = checked.info(fmt.MEMORIES)
     if info is None:
         return created
     check = line_checks(user)[fmt.MEMORIES]
+    agents: dict[str, Agent] = {}
     for _, record, _ in checked_lines(checked.archive, info, check):
-        if record is not None and _import_memory(user, actor, record, report):
-            created.add(record["key"])
+        if record is None:
+            continue
+        name = audience_agent(record)
+        owner = _agent(user, name, agents) if name is not None else None
+        if _import_memory(user, actor, record, report, owner):
+            created.add((name, record["key"]))
     return created
 
 
 def _import_memory(
-    user: AbstractBaseUser, actor: Actor, record: dict[str, Any], report: Report
+    user: AbstractBaseUser,
+    actor: Actor,
+    record: dict[str, Any],
+    report: Report,
+    owner_agent: Agent | None = None,
 ) -> bool:
-    """Whether the memory was created."""
-    item = key = record["key"]
+    """Whether the memory was created (`owner_agent`: as that agent's own note)."""
+    key = record["key"]
+    item = key if owner_agent is None else f"{owner_agent.name}'s note {key}"
     wanted = {
         "value": record["value"],
         "source": record.get("source"),
@@ -575,6 +595,7 @@ def _import_memory(
             actor=actor,
             reason="Imported",
             unless_changed_since=changed_at,
+            owner_agent=owner_agent,
             **wanted,
             **when,
         )
@@ -623,20 +644,28 @@ class _PastActors:
 
 
 def _replay_memory_history(
-    user: AbstractBaseUser, checked: CheckedArchive, created: set[str], report: Report
+    user: AbstractBaseUser,
+    checked: CheckedArchive,
+    created: set[tuple[str | None, str]],
+    report: Report,
 ) -> None:
     """Keep the archive's history of each memory the import created (lines the check
-    refused are skipped)."""
+    refused are skipped), in its audience."""
     info = checked.info(fmt.MEMORY_HISTORY)
     if info is None or not created:
         return
     actors = _PastActors(user)
+    owners: dict[str, Agent] = {}  # the agents of the notes created, made by then
     batch: list[PastChange] = []
     check = line_checks(user)[fmt.MEMORY_HISTORY]
     for _, record, _ in checked_lines(checked.archive, info, check):
-        if record is None or record["key"] not in created:
-            continue  # refused, or history of a memory the import did not create
-        change = past_change(record, actors(record["actor"]))
+        if record is None:
+            continue
+        name = audience_agent(record)
+        if (name, record["key"]) not in created:
+            continue  # history of a memory the import did not create
+        owner = _agent(user, name, owners) if name is not None else None
+        change = past_change(record, actors(record["actor"]), owner)
         if past_change_problem(change):  # the replay's own rule; the check passed it
             continue
         batch.append(change)

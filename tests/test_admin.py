@@ -540,3 +540,36 @@ def test_document_admin_writes_through_the_services(root, superuser, alice):
         "document_written",
         "document_deleted",
     ]
+
+
+def test_the_admin_changes_and_deletes_an_agents_note_as_that_note(root, alice, alice_agent):
+    """An agent's own note (issue 27) stays the agent's when the admin edits it, and its
+    deletion deletes the note, not the user's memory under the same key."""
+    mine = memory_upsert(user=alice, key="fact:arm", value="Mine", actor=Actor.for_user(alice))
+    note = memory_upsert(
+        user=alice,
+        key="fact:arm",
+        value="Builds on ARM",
+        actor=Actor.for_agent(alice_agent),
+        owner_agent=alice_agent,
+    ).memory
+
+    changed = root.post(
+        admin_url(note, "change", note.pk),
+        memory_form(user=alice.pk, key="fact:arm", value="Builds on ARM64"),
+    )
+    page = root.get(admin_url(note, "change", note.pk)).content.decode()
+    deleted = root.post(admin_url(note, "delete", note.pk), {"post": "yes"})
+
+    assert changed.status_code == 302
+    assert "Audience (empty: the user&#x27;s memory)" in page
+    assert deleted.status_code == 302
+    assert list(Memory.objects.filter(user=alice).values_list("pk", "value")) == [
+        (mine.memory.pk, "Mine")
+    ]
+    history = MemoryHistory.objects.filter(owner_agent=alice_agent).order_by("pk")
+    assert [(row.action, row.after and row.after["value"]) for row in history] == [
+        ("create", "Builds on ARM"),
+        ("update", "Builds on ARM64"),
+        ("delete", None),
+    ]

@@ -128,6 +128,11 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str]:
             return f"Renamed {_text(payload['renamed_from'], 100)} to", _key(payload), ""
         if action == "merge":  # the source is the memory's, which the note did not change
             return verb, _key(payload), "it said nothing new; kept in the history"
+        if payload.get("moved_from"):
+            moved_from = _text(payload["moved_from"], 80)
+            return "Moved", _key(payload), f"from {moved_from}'s note into your memory"
+        if payload.get("note_of"):  # an agent's own note, not the user's memory
+            return verb, _key(payload), f"{_text(payload['note_of'], 80)}'s note · {source}"
         return verb, _key(payload), source
     if kind == EventType.PROPOSAL_CREATED and "document_proposal_id" in payload:
         verb = DOCUMENT_PROPOSED.get(str(payload.get("action")), "Proposed a change to")
@@ -141,7 +146,8 @@ def _describe(event: ActivityEvent) -> tuple[str, str, str]:
         subject = _key(payload) or _text(payload.get("path"), 100)
         return DECIDED[kind], subject, f"proposed by {proposed_by}" if proposed_by else ""
     if kind == EventType.MEMORY_DELETED:
-        return "Deleted", _text(payload.get("key"), 100), ""
+        note_of = _text(payload.get("note_of"), 80)
+        return "Deleted", _text(payload.get("key"), 100), f"{note_of}'s note" if note_of else ""
     if kind == EventType.WORK_CREATED:
         kind_label = dict(WorkKind.choices).get(payload.get("kind"), _text(payload.get("kind"), 40))
         return "", _text(payload.get("title")) or "Untitled", str(kind_label)

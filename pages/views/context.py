@@ -38,7 +38,7 @@ from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
 from lib.credentials import saved_warning
-from lib.errors import InvalidInput, NotFound, ServiceError
+from lib.errors import Conflict, InvalidInput, NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, render_page, target_partial, who
 from memory.bulk import (
     BulkAction,
@@ -68,6 +68,7 @@ from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory
 from memory.occurrence import from_stored, said_worth_showing, stored_problem
 from memory.selectors import (
     MemoryBatch,
+    agents_with_notes,
     deleted_batch_list,
     deleted_memory_list,
     entry_counts_by_kind,
@@ -85,6 +86,7 @@ from memory.services import (
     memory_rename,
     memory_restore,
     memory_set,
+    memory_share_note,
     memory_update,
 )
 from memory.snapshots import merged_problem, same_state, state_problem
@@ -95,6 +97,7 @@ from memory.working_memory import (
     build_working_memory,
     check_as_of,
 )
+from profiles.models import Agent
 from profiles.services import profile_for_user, profile_update
 
 if TYPE_CHECKING:
@@ -114,7 +117,13 @@ ENTRIES_CHANGED = "entries-changed"
 KEEP_HEADER = "Mnemo-Keep"
 QUOTE_CHARS = 60
 ENTRIES_PER_PAGE = 50
-LIST_PARAMS = ("kind", "tag", "q", "page")  # what the entry list shows, kept across changes
+LIST_PARAMS = (
+    "agent",
+    "kind",
+    "tag",
+    "q",
+    "page",
+)  # what the entry list shows, kept across changes
 REFUSALS_SHOWN = 5
 OMITTED_SHOWN = 25
 OMITTED_REASONS = {
@@ -128,7 +137,7 @@ OMITTED_REASONS = {
 
 
 def _get_memory_for_user(user: AbstractBaseUser, pk: int) -> Memory:
-    return get_object_or_404(Memory, user=user, pk=pk)
+    return get_object_or_404(Memory.objects.select_related("owner_agent"), user=user, pk=pk)
 
 
 def _get_entry_for_user(user: AbstractBaseUser, pk: int) -> Memory:
@@ -237,7 +246,11 @@ def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
     """Attach where each memory came from (stated by the user, or noted by which agent), its
     kind as a word, its text as a short quote, and whether the day it was said is worth
     showing."""
-    noted = [memory.key for memory in memories if memory.source != Source.USER_STATED]
+    noted = [
+        memory.key
+        for memory in memories
+        if memory.source != Source.USER_STATED and memory.owner_agent_id is None
+    ]
     agents = memory_agent_names(user=user, keys=noted) if noted else {}
     for memory in memories:
         memory.kind_label = KIND_LABELS.get(memory.kind, "")
@@ -245,7 +258,10 @@ def _annotate(user: AbstractBaseUser, memories: list[Memory]) -> list[Memory]:
         # The day it was said, when that is not the day it was written (which says nothing
         # the row's time does not): an agent's dated note, an import, a past event.
         memory.said_shown = said_worth_showing(memory.occurred_at, memory.created_at)
-        if memory.source == Source.USER_STATED:
+        if memory.owner_agent_id is not None:  # an agent's own note, whoever wrote it last
+            memory.origin_kind = "agent"
+            memory.origin_label = f"{memory.owner_agent.label}'s note"
+        elif memory.source == Source.USER_STATED:
             memory.origin_kind, memory.origin_label = "user", "stated by you"
         elif memory.key in agents:
             memory.origin_kind, memory.origin_label = (
@@ -388,9 +404,14 @@ def _entries_context(
     typed in them, across this refresh."""
     user = request.user
     params = request.GET if params is None else params
-    filter_form = EntryFilterForm(params)
+    agents = agents_with_notes(user=user)
+    filter_form = EntryFilterForm(params, agents=agents)
     filters = filter_form.filters()
-    entries = entry_list(user=user, **filters)
+    # The user's memory, or (the "Whose" filter) one agent's own notes.
+    notes_of = next((agent for agent, _ in agents if agent.name == filters["agent"]), None)
+    entries = entry_list(
+        user=user, kind=filters["kind"], tag=filters["tag"], q=filters["q"], owner_agent=notes_of
+    )
     page = Paginator(entries, ENTRIES_PER_PAGE).get_page(params.get("page"))
     on_page = list(page.object_list)
     rows = list(on_page)
@@ -400,7 +421,11 @@ def _entries_context(
         if element.startswith("memory-") and element[len("memory-") :].isdigit()
     }
     if extra := kept - {memory.pk for memory in rows}:
-        rows += list(Memory.objects.filter(user=user, key__contains=":", pk__in=extra))
+        rows += list(
+            Memory.objects.filter(user=user, key__contains=":", pk__in=extra).select_related(
+                "owner_agent"
+            )
+        )
     _annotate(user, rows)
     for memory in rows:
         memory.kept = memory.pk in kept
@@ -419,7 +444,10 @@ def _entries_context(
         "filtered": any(filters.values()),
         "entry_groups": groups,
         "entry_shown": len(rows),
-        "entry_total": Memory.objects.filter(user=user, key__contains=":").count(),
+        "entry_total": Memory.objects.filter(
+            user=user, owner_agent=notes_of, key__contains=":"
+        ).count(),
+        "notes_of": notes_of,
         "entry_matching": page.paginator.count,
         "entry_page": page,
         "entry_range": f"{page.start_index()}–{page.end_index()}",
@@ -564,7 +592,15 @@ def _undo_offer(request: HtmxHttpRequest, memories: dict[str, Memory]) -> Memory
     row = MemoryHistory.objects.filter(
         user=request.user, pk=int(history_id), action=HistoryAction.DELETE
     ).first()
-    if row is None or row.key in memories:
+    if row is None:
+        return None
+    # Not while its key has a memory again, in the audience it was deleted from.
+    if row.owner_agent_id is None:
+        back = row.key in memories
+    else:
+        notes = Memory.objects.filter(user=request.user, owner_agent=row.owner_agent_id)
+        back = notes.filter(key=row.key).exists()
+    if back:
         return None
     before = row.before if isinstance(row.before, dict) else {}
     row.quoted = _quoted(_shown(before.get("value")) or "")
@@ -898,7 +934,9 @@ def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     warning = ""
     if form.is_valid():
         kind = form.cleaned_data["kind"] or memory.kind
-        if kind != memory.kind:
+        if kind != memory.kind and memory.owner_agent_id is not None:
+            form.add_error("kind", "A note keeps its kind; move it into your memory first.")
+        elif kind != memory.kind:
             # Another kind is another key: the same slug under the new kind. The rename keeps
             # the row and its history; a key that is taken leaves everything as it was.
             slug = memory.key.split(":", 1)[1]
@@ -912,7 +950,13 @@ def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         changes = _entry_changes(memory, form.cleaned_data) if not form.errors else {}
         if changes:
             try:
-                write = memory_update(user=user, key=memory.key, actor=_actor(request), **changes)
+                write = memory_update(
+                    user=user,
+                    key=memory.key,
+                    actor=_actor(request),
+                    owner_agent=memory.owner_agent,
+                    **changes,
+                )
                 memory, saved = write.memory, True
                 warning = _credential_warning(write)
             except ServiceError as error:
@@ -959,7 +1003,11 @@ def entry_pin(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     memory = _get_entry_for_user(request.user, pk)
     pinned = request.POST.get("pinned", "1") == "1"
     memory = memory_update(
-        user=request.user, key=memory.key, actor=_actor(request), pinned=pinned
+        user=request.user,
+        key=memory.key,
+        actor=_actor(request),
+        pinned=pinned,
+        owner_agent=memory.owner_agent,
     ).memory
     note = "Pinned." if pinned else "Unpinned."
     if request.htmx:
@@ -972,12 +1020,38 @@ def entry_pin(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["POST"])
 def entry_delete(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     memory = _get_entry_for_user(request.user, pk)
-    history = memory_delete(user=request.user, key=memory.key, actor=_actor(request))
+    history = memory_delete(
+        user=request.user, key=memory.key, actor=_actor(request), owner_agent=memory.owner_agent
+    )
     if request.htmx:
         context = {"deleted": history, "row_id": pk, "quoted": _quoted(memory.value)}
         return _changed(render_page(request, PAGE, context, partial="entry_deleted"))
     messages.success(request, f"Deleted {_quoted(memory.value)}.")
     return HttpResponseRedirect(f"{reverse('pages:context')}?tab=entries&undo={history.pk}")
+
+
+@login_required
+@require_http_methods(["POST"])
+def note_share(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """An agent's own note, "Move into my memory" (memory_share_note): it becomes the
+    user's memory under its key. A key the user's memory has already leaves the note as it
+    is, and says so in its row."""
+    note = _get_entry_for_user(request.user, pk)
+    if note.owner_agent_id is None:
+        raise Http404("Not an agent's note.")
+    try:
+        memory = memory_share_note(user=request.user, memory_id=pk, actor=_actor(request)).memory
+    except Conflict as error:
+        if request.htmx:
+            return _row(request, note, "Not moved.", error.message)
+        messages.error(request, error.message)
+        return HttpResponseRedirect(_entries_url({"agent": note.owner_agent.name}))
+    moved = f"Moved {_quoted(memory.value)} into your memory."
+    if request.htmx:
+        # The row says where it went, in place: refreshing the list would take that away.
+        context = {"row_id": pk, "moved": moved, "memory": memory}
+        return _changed(render_page(request, PAGE, context, partial="note_moved"))
+    return done(request, moved, _tab_url("entries", f"#memory-{memory.pk}"))
 
 
 # ---------------------------------------------------------------- many entries at once
@@ -1127,17 +1201,28 @@ def delete_all(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _history_context(
-    request: HtmxHttpRequest, key: str, memory: Memory | None = None
+    request: HtmxHttpRequest,
+    key: str,
+    memory: Memory | None = None,
+    owner_agent_id: int | None = None,
 ) -> dict[str, Any]:
-    """The timeline of `memory` (or, when it has none now, of `key`): its changes under every
-    key it had (a rename keeps the row), a rename shown as one."""
+    """The timeline of `memory` (or, when it has none now, of `key` in the audience
+    `owner_agent_id` names: the user's memory, or that agent's notes): its changes under
+    every key it had (a rename keeps the row), a rename shown as one."""
     if memory is None:
-        memory = Memory.objects.filter(user=request.user, key=key).first()
+        memory = Memory.objects.filter(
+            user=request.user, key=key, owner_agent_id=owner_agent_id
+        ).first()
     if memory is not None:
-        key = memory.key
+        key, owner_agent_id = memory.key, memory.owner_agent_id
     current = memory.snapshot() if memory else None
     rows = list(
-        memory_history_for_key(user=request.user, key=key, memory_id=memory.pk if memory else None)
+        memory_history_for_key(
+            user=request.user,
+            key=key,
+            memory_id=memory.pk if memory else None,
+            owner_agent_id=owner_agent_id,
+        )
     )
     for row in rows:
         row.who = who(request, row)
@@ -1181,7 +1266,17 @@ def _history_context(
         )
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
-    return {"key": key, "memory": memory, "rows": rows, "back_url": _tab_url(tab)}
+    # An agent's own note: the page says whose (the block is outside the timeline partial).
+    notes_of = None
+    if owner_agent_id is not None:
+        notes_of = Agent.objects.filter(user=request.user, pk=owner_agent_id).first()
+    return {
+        "key": key,
+        "memory": memory,
+        "rows": rows,
+        "back_url": _tab_url(tab),
+        "notes_of": notes_of,
+    }
 
 
 def _when_changed(
@@ -1223,7 +1318,7 @@ def history_detail(request: HtmxHttpRequest, history_id: int) -> TemplateRespons
     memory = None
     if row.memory_id is not None:  # the memory it belongs to, under whatever key it has now
         memory = Memory.objects.filter(user=request.user, pk=row.memory_id).first()
-    context = _history_context(request, row.key, memory)
+    context = _history_context(request, row.key, memory, row.owner_agent_id)
     return render_page(request, HISTORY_PAGE, context, partial="timeline")
 
 

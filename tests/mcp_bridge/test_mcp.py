@@ -264,7 +264,7 @@ def test_http_tools_take_and_return_occurred_at_and_session(mcp_url, alice, alic
             )
             key = stored.structured_content["key"]
             updated = await client.call_tool(
-                "update_memory", {"key": key, "occurred_at": "2023-05-09T10:00:00Z"}
+                "update_memory", {"key": key, "occurred_at": "2023-05-09T10:00:00Z", "own": True}
             )
             refused = await client.call_tool(
                 "create_memory", {"key": "fact:x", "value": "x", "occurred_at": "last May"}
@@ -277,6 +277,10 @@ def test_http_tools_take_and_return_occurred_at_and_session(mcp_url, alice, alic
         assert {"occurred_at", "session"} <= set(schemas[name]), name
         assert schemas[name]["session"]["maxLength"] == 100
         assert "ISO 8601" in schemas[name]["occurred_at"]["description"]
+    # An agent's own note by default (issue 27): memory_store's share, the others' own.
+    assert schemas["memory_store"]["share"]["type"] == "boolean"
+    for name in ("get_memory", "update_memory", "delete_memory", "memory_promote"):
+        assert schemas[name]["own"]["type"] == "boolean", name
     memory = stored.structured_content["memory"]
     # 2023-05-08 in Singapore began at 16:00 UTC the day before.
     assert (memory["occurred_at"], memory["session"]) == ("2023-05-07T16:00:00Z", "chat-42")

@@ -43,6 +43,7 @@ def test_create_memory_creates_then_replaces(call_tool, alice, alice_agent, alic
         "tags": ["work"],
         "pinned": False,
         "access_count": 0,
+        "audience": "user",
         "session": "",
     }
     assert row["last_accessed_at"] is None

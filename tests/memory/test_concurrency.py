@@ -149,3 +149,39 @@ def test_notes_of_other_kinds_are_not_kept_waiting(alice, alice_agent, slow_chec
     assert (errors, outcomes) == ([], ["created", "created"])
     (_, first_end), (second_start, _) = sorted(slow_check)
     assert second_start < first_end  # side by side, not one after the other
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writes_of_one_key_in_two_audiences_keep_one_row_each(alice, alice_agent):
+    """An agent's own note and the user's memory under one key (issue 27): writers of each
+    race to insert and then serialize on their own row; neither audience's row takes the
+    other's writes."""
+    agent = Actor.for_agent(alice_agent)
+    you = Actor.for_user(alice)
+    per_side = 10
+
+    def note(n):
+        return lambda: (
+            memory_upsert(
+                user=alice, key="fact:race", value=f"note {n}", actor=agent, owner_agent=alice_agent
+            ).status
+        )
+
+    def mine(n):
+        return lambda: (
+            memory_upsert(user=alice, key="fact:race", value=f"mine {n}", actor=you).status
+        )
+
+    outcomes, errors = _write_at_once(
+        [note(n) for n in range(per_side)] + [mine(n) for n in range(per_side)]
+    )
+
+    assert errors == []
+    assert sorted(outcomes).count("created") == 2
+    rows = {row.owner_agent_id: row.value for row in Memory.objects.filter(user=alice)}
+    assert set(rows) == {None, alice_agent.pk}
+    assert rows[None].startswith("mine ")
+    assert rows[alice_agent.pk].startswith("note ")
+    history = MemoryHistory.objects.filter(user=alice)
+    assert history.filter(owner_agent=alice_agent).count() == per_side
+    assert history.filter(owner_agent=None).count() == per_side

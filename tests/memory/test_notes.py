@@ -65,7 +65,9 @@ def test_a_note_that_adds_to_an_agents_note_is_stored_as_its_own_row(
 def test_memory_store_beside_another_agents_note_is_stored(call_tool, alice, scout, alice_token):
     _note(alice, scout)  # another agent of alice's wrote it
 
-    response = call_tool(alice_token, "memory_store", {"content": MORE, "category": "preference"})
+    response = call_tool(
+        alice_token, "memory_store", {"content": MORE, "category": "preference", "share": True}
+    )
 
     assert response.status_code == 201, response.content
     assert response.json()["key"] == "preference:prefers-short-bullet-points-in-reports"
@@ -130,7 +132,9 @@ def test_a_note_that_adds_nothing_is_merged_into_the_notes_history(
 def test_memory_store_of_what_a_note_says_merges_it(call_tool, alice, scout, alice_token):
     existing = _note(alice, scout, value=SAME)
 
-    response = call_tool(alice_token, "memory_store", {"content": NOTE, "category": "preference"})
+    response = call_tool(
+        alice_token, "memory_store", {"content": NOTE, "category": "preference", "share": True}
+    )
 
     assert response.status_code == 200, response.content
     assert (response.json()["status"], response.json()["key"]) == ("duplicate", existing.key)

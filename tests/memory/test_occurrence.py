@@ -315,16 +315,15 @@ def test_update_memory_takes_them_and_leaves_what_is_not_given(call_tool, alice,
 
 @pytest.mark.django_db
 def test_memory_store_and_the_read_tools_return_them(call_tool, alice, alice_token):
-    stored = call_tool(
-        alice_token,
-        "memory_store",
-        {
-            "content": "The team chose PostgreSQL for the event store",
-            "category": "decision",
-            "occurred_at": "2026-11-18T09:00:00Z",
-            "session": "chat-7",
-        },
-    )
+    said = {
+        "content": "The team chose PostgreSQL for the event store",
+        "category": "decision",
+        "occurred_at": "2026-11-18T09:00:00Z",
+        "session": "chat-7",
+    }
+    stored = call_tool(alice_token, "memory_store", {**said, "share": True})
+    # The agent's own note of it, which memory_list_recent lists.
+    assert call_tool(alice_token, "memory_store", said).status_code == 201
     assert stored.status_code == 201
     key = stored.json()["key"]
     expected = ("2026-11-18T09:00:00Z", "chat-7")

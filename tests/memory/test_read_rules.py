@@ -17,7 +17,7 @@ from memory.models import Memory
 from memory.services import memory_upsert
 from memory.working_memory import build_working_memory
 from profiles.services import agent_set_read_rules, token_create
-from tests.factories import AgentFactory, MemoryFactory
+from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -53,13 +53,13 @@ def world(alice):
         name: AgentFactory(user=alice, name=name)
         for name in ("coder", "travel", "careful", "focused", "nojournal", "onlyprojects")
     }
-    MemoryFactory(
+    # Through the write path, so its history (which the as-of view replays) has it too.
+    memory_upsert(
         user=alice,
-        owner_agent=agents["coder"],
         key="discovery:ci",
         value=f"{A_NOTE} failed on CI, {QUERY}",
-        source="tp_extracted",
-        confidence=0.8,
+        actor=Actor.for_agent(agents["coder"]),
+        owner_agent=agents["coder"],
     )
     agent_set_read_rules(
         agent=agents["careful"], memory_rule="except", memory_tags=["#Health"], document_rule="all"
@@ -103,9 +103,15 @@ def every_read(client, call_tool, token: str) -> dict[str, str]:
         "list_memories": call_tool(token, "list_memories", {"limit": 200}),
         "memory_search": call_tool(token, "memory_search", {"query": QUERY, "limit": 20}),
         "memory_tree": call_tool(token, "memory_tree", {"depth": 5}),
+        "memory_list_recent": call_tool(token, "memory_list_recent", {"limit": 50}),
+        "scratchpad": client.get(
+            "/api/v1/working-memory", {"format": "scratchpad"}, headers=headers
+        ),
     }
     for key in ("fact:pills", "fact:release", "preference:tea", "discovery:ci"):
         texts[f"get_memory {key}"] = call_tool(token, "get_memory", {"key": key})
+    own = {"key": "discovery:ci", "own": True}
+    texts["get_memory own discovery:ci"] = call_tool(token, "get_memory", own)
     for path in ("journal/today.md", "projects/acme/plan.md", "MEMORY.md"):
         texts[f"memory_read {path}"] = call_tool(token, "memory_read", {"path": path})
     return {name: response.content.decode() for name, response in texts.items()}
@@ -133,11 +139,11 @@ def test_an_agent_reads_its_own_note_labelled_as_its_own(client, call_tool, no_l
     ask = call_tool(tokens["coder"], "ask_memory", {"question": A_NOTE}).json()
 
     (hit,) = search["results"]
-    assert (hit["memory"]["key"], hit["audience"]) == ("discovery:ci", "own")
+    assert (hit["memory"]["key"], hit["memory"]["audience"]) == ("discovery:ci", "own")
     assert ask["sources"] == [{"type": "memory", "key": "discovery:ci", "audience": "own"}]
     assert "discovery:ci (your own note)" in ask["answer"]
     shared = call_tool(tokens["coder"], "search_memory", {"query": PLAIN}).json()["results"]
-    assert [result["audience"] for result in shared] == ["user"]
+    assert [result["memory"]["audience"] for result in shared] == ["user"]
 
 
 def test_the_working_memory_never_shows_a_note_not_even_its_owners(alice, world):
@@ -259,7 +265,10 @@ def test_a_write_to_a_hidden_memory_answers_as_if_it_did_not_exist(
     [
         ("create_memory", {"key": "fact:doctor", "value": "sees a doctor", "tags": ["Health"]}),
         ("update_memory", {"key": "fact:release", "tags": ["work", "#health"]}),
-        ("memory_store", {"content": "sees a doctor", "category": "fact", "tags": ["health"]}),
+        (
+            "memory_store",
+            {"content": "sees a doctor", "category": "fact", "tags": ["health"], "share": True},
+        ),
     ],
 )
 def test_a_write_with_a_hidden_tag_is_refused(call_tool, alice, world, tool, body):
@@ -272,6 +281,18 @@ def test_a_write_with_a_hidden_tag_is_refused(call_tool, alice, world, tool, bod
     assert response.json()["error"]["code"] == "forbidden"
     assert "#health" in response.json()["error"]["message"]
     assert sorted(Memory.objects.filter(user=alice).values_list("key", "value", "tags")) == before
+
+
+def test_a_rule_binds_the_users_memory_not_the_agents_own_notes(call_tool, world):
+    _, tokens = world
+    note = {"content": "sees a doctor", "category": "fact", "tags": ["health"]}
+
+    stored = call_tool(tokens["careful"], "memory_store", note)
+
+    assert stored.status_code == 201, stored.content
+    assert stored.json()["memory"]["audience"] == "own"
+    found = call_tool(tokens["careful"], "search_memory", {"query": "doctor"}).json()
+    assert [hit["memory"]["key"] for hit in found["results"]] == [stored.json()["key"]]
 
 
 def test_only_work_may_not_write_a_memory_without_a_work_tag(call_tool, world):
@@ -411,3 +432,20 @@ def test_memory_writes_targets_meet_the_folder_rule(call_tool, world):
     assert daily.status_code == 403, daily.content
     assert root.status_code == 403, root.content
     assert allowed.status_code == 200, allowed.content
+
+
+def test_the_owner_finds_its_note_in_its_scratchpad_not_in_the_working_memory(
+    client, call_tool, no_llm, world
+):
+    _, tokens = world
+
+    texts = every_read(client, call_tool, tokens["coder"])
+
+    assert A_NOTE in texts["memory_list_recent"]
+    assert A_NOTE in texts["scratchpad"]
+    assert A_NOTE in texts["search_memory"]
+    assert A_NOTE in texts["get_memory own discovery:ci"]
+    assert A_NOTE not in texts["get_memory discovery:ci"]  # without own: the user's memory
+    for path in ("working memory", "working memory json", "working memory as of"):
+        assert A_NOTE not in texts[path], path
+    assert PLAIN in texts["working memory as of"]

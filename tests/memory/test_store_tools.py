@@ -4,6 +4,7 @@ memory_list_recent, and the working memory's scratchpad format."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 
@@ -25,6 +26,17 @@ def error(response):
     body = response.json()
     assert set(body) == {"error"}
     return body["error"]
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Sets the time the scratchpad's last-7-days window counts back from (the rows these
+    tests read are dated in the past)."""
+
+    def set_now(when):
+        monkeypatch.setattr("memory.selectors.timezone", SimpleNamespace(now=lambda: when))
+
+    return set_now
 
 
 def stamp(user, key, when):
@@ -81,7 +93,9 @@ def test_memory_store_names_the_memory_that_says_it_already(
     )
 
     response = call_tool(
-        alice_token, "memory_store", {**TEA, "content": "Likes  GREEN tea in the afternoon."}
+        alice_token,
+        "memory_store",
+        {**TEA, "content": "Likes  GREEN tea in the afternoon.", "share": True},
     )
 
     assert response.status_code == 200
@@ -137,8 +151,8 @@ def test_memory_store_waits_for_review_when_the_user_reviews_new_memories(
 ):
     profile_update(user=alice, review_agent_memories=True)
 
-    response = call_tool(alice_token, "memory_store", TEA)
-    again = call_tool(alice_token, "memory_store", TEA)
+    response = call_tool(alice_token, "memory_store", {**TEA, "share": True})
+    again = call_tool(alice_token, "memory_store", {**TEA, "share": True})
 
     assert response.status_code == 202
     body = response.json()
@@ -165,10 +179,14 @@ def test_two_notes_waiting_for_review_under_the_same_words_keep_both(
     start = "The quarterly planning meeting moves to the big room on the third floor"
 
     first = call_tool(
-        alice_token, "memory_store", {"content": f"{start} in May", "category": "fact"}
+        alice_token,
+        "memory_store",
+        {"content": f"{start} in May", "category": "fact", "share": True},
     )
     second = call_tool(
-        alice_token, "memory_store", {"content": f"{start} in June", "category": "fact"}
+        alice_token,
+        "memory_store",
+        {"content": f"{start} in June", "category": "fact", "share": True},
     )
 
     base = "fact:the-quarterly-planning-meeting-moves-to-the-big-room-on-the"
@@ -193,7 +211,11 @@ def test_memory_store_that_adds_to_a_near_memory_proposes_to_update_it(
     response = call_tool(
         alice_token,
         "memory_store",
-        {"content": "Prefers short bullet points in reports", "category": "preference"},
+        {
+            "content": "Prefers short bullet points in reports",
+            "category": "preference",
+            "share": True,
+        },
     )
 
     assert response.status_code == 202
@@ -205,6 +227,7 @@ def test_memory_store_that_adds_to_a_near_memory_proposes_to_update_it(
         "preference:prefers-short-bullet-points-in-reports",
     )
     assert Memory.objects.get(user=alice).value == "Prefers bullet points in reports"
+    assert not Memory.objects.filter(owner_agent__isnull=False).exists()
 
 
 @pytest.mark.parametrize(
@@ -264,16 +287,24 @@ def recent(call_tool, token, body=None):
 
 
 def test_memory_list_recent_lists_the_newest_ten_with_dates(
-    call_tool, alice, alice_agent, alice_token, settings
+    call_tool, alice, alice_agent, alice_token, settings, clock
 ):
+    clock(datetime(2026, 3, 7, tzinfo=UTC))
     settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # twelve variations of one text
     agent = Actor.for_agent(alice_agent)
     memory_upsert(user=alice, key="name", value="Alice", actor=agent)  # not an entry: not listed
     start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     for n in range(12):
         key = f"fact:item-{n:02d}"
-        memory_upsert(user=alice, key=key, value=f"fact number {n}", actor=agent, tags=["n"])
-        stamp(alice, key, start + timedelta(days=n))
+        memory_upsert(
+            user=alice,
+            key=key,
+            value=f"fact number {n}",
+            actor=agent,
+            tags=["n"],
+            owner_agent=alice_agent,
+        )
+        stamp(alice, key, start + timedelta(hours=12 * n))
 
     results = recent(call_tool, alice_token)
 
@@ -284,10 +315,11 @@ def test_memory_list_recent_lists_the_newest_ten_with_dates(
         "text": "fact number 11",
         "tags": ["n"],
         "source": "tp_extracted",
-        "occurred_at": "2026-03-12T09:00:00Z",
+        "occurred_at": "2026-03-06T21:00:00Z",
         "session": "",
-        "created_at": "2026-03-12T09:00:00Z",
-        "updated_at": "2026-03-12T09:00:00Z",
+        "created_at": "2026-03-06T21:00:00Z",
+        "updated_at": "2026-03-06T21:00:00Z",
+        "audience": "own",
     }
     assert [item["key"] for item in recent(call_tool, alice_token, {"limit": 3})] == [
         "fact:item-11",
@@ -298,15 +330,28 @@ def test_memory_list_recent_lists_the_newest_ten_with_dates(
 
 
 def test_memory_list_recent_puts_a_changed_memory_first_and_counts_no_use(
-    call_tool, alice, alice_agent, alice_token, settings
+    call_tool, alice, alice_agent, alice_token, settings, clock
 ):
+    clock(datetime(2026, 3, 4, tzinfo=UTC))
     settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # three variations of one text
     agent = Actor.for_agent(alice_agent)
     for n in range(3):
-        memory_upsert(user=alice, key=f"fact:item-{n}", value=f"fact {n}", actor=agent)
+        memory_upsert(
+            user=alice,
+            key=f"fact:item-{n}",
+            value=f"fact {n}",
+            actor=agent,
+            owner_agent=alice_agent,
+        )
         stamp(alice, f"fact:item-{n}", datetime(2026, 3, 1 + n, tzinfo=UTC))
 
-    memory_upsert(user=alice, key="fact:item-0", value="fact zero, changed", actor=agent)
+    memory_upsert(
+        user=alice,
+        key="fact:item-0",
+        value="fact zero, changed",
+        actor=agent,
+        owner_agent=alice_agent,
+    )
 
     assert [item["key"] for item in recent(call_tool, alice_token)] == [
         "fact:item-0",
@@ -340,7 +385,10 @@ def scratchpad(client, token, query=""):
     )
 
 
-def test_the_scratchpad_lists_recent_memories_newest_first(client, alice, alice_agent, alice_token):
+def test_the_scratchpad_lists_recent_memories_newest_first(
+    client, alice, alice_agent, alice_token, clock
+):
+    clock(datetime(2026, 3, 4, tzinfo=UTC))
     agent, you = Actor.for_agent(alice_agent), Actor.for_user(alice)
     memory_upsert(user=alice, key="timezone", value="Asia/Tokyo", actor=you)
     memory_upsert(
@@ -349,9 +397,23 @@ def test_the_scratchpad_lists_recent_memories_newest_first(client, alice, alice_
         value="Uses PostgreSQL for the event store",
         actor=agent,
         tags=["db", "events"],
+        owner_agent=alice_agent,
     )
-    memory_upsert(user=alice, key="bugfix:upload", value="# raise the upload timeout", actor=agent)
-    memory_upsert(user=alice, key="preference:tea", value="Likes green tea", actor=you)
+    memory_upsert(
+        user=alice,
+        key="bugfix:upload",
+        value="# raise the upload timeout",
+        actor=agent,
+        owner_agent=alice_agent,
+    )
+    # The user may write the agent's note too (the Entries tab's "Agents' notes").
+    memory_upsert(
+        user=alice,
+        key="preference:tea",
+        value="Likes green tea",
+        actor=you,
+        owner_agent=alice_agent,
+    )
     stamp(alice, "decision:postgres", datetime(2026, 3, 1, 20, 0, tzinfo=UTC))  # March 2 in Tokyo
     stamp(alice, "bugfix:upload", datetime(2026, 2, 27, 9, 0, tzinfo=UTC))
     stamp(alice, "preference:tea", datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
@@ -382,6 +444,7 @@ def test_a_long_scratchpad_line_is_shortened_to_the_line_cap(
         value="word " * 100,
         actor=Actor.for_agent(alice_agent),
         tags=tags,
+        owner_agent=alice_agent,
     )
 
     line = scratchpad(client, alice_token).content.decode().splitlines()[1]
@@ -393,15 +456,18 @@ def test_a_long_scratchpad_line_is_shortened_to_the_line_cap(
 
 
 def test_the_scratchpad_keeps_the_newest_lines_within_the_budget(
-    client, alice, alice_agent, alice_token, settings
+    client, alice, alice_agent, alice_token, settings, clock
 ):
+    clock(datetime(2026, 1, 4, tzinfo=UTC))
     settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # sixty variations of one text
     agent = Actor.for_agent(alice_agent)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     for n in range(60):
         key = f"fact:n{n:02d}"
         value = f"entry {n} " + "with a long explanation of a habit " * 4
-        memory_upsert(user=alice, key=key, value=value.strip(), actor=agent)
+        memory_upsert(
+            user=alice, key=key, value=value.strip(), actor=agent, owner_agent=alice_agent
+        )
         stamp(alice, key, start + timedelta(hours=n))
 
     response = scratchpad(client, alice_token, "&budget=500")
@@ -474,7 +540,9 @@ def three_days_of_facts(alice, alice_agent):
     agent = Actor.for_agent(alice_agent)
     for day in (1, 2, 3):
         key = f"fact:day-{day}"
-        memory_upsert(user=alice, key=key, value=f"Said on day {day}", actor=agent)
+        memory_upsert(
+            user=alice, key=key, value=f"Said on day {day}", actor=agent, owner_agent=alice_agent
+        )
         stamp(alice, key, datetime(2026, 3, day, 9, 0, tzinfo=UTC))
 
 
@@ -485,12 +553,16 @@ def scratchpad_days(client, token):
 
 
 def test_a_memory_used_three_times_comes_first(
-    call_tool, client, alice, alice_agent, alice_token, settings
+    call_tool, client, alice, alice_agent, alice_token, settings, clock
 ):
+    clock(datetime(2026, 3, 4, tzinfo=UTC))
     settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # three variations of one text
     three_days_of_facts(alice, alice_agent)
     for _ in range(2):
-        assert call_tool(alice_token, "get_memory", {"key": "fact:day-1"}).status_code == 200
+        assert (
+            call_tool(alice_token, "get_memory", {"key": "fact:day-1", "own": True}).status_code
+            == 200
+        )
 
     # Two uses: still by recency.
     assert [item["key"] for item in recent(call_tool, alice_token)] == [
@@ -500,7 +572,9 @@ def test_a_memory_used_three_times_comes_first(
     ]
     assert scratchpad_days(client, alice_token) == [3, 2, 1]
 
-    assert call_tool(alice_token, "get_memory", {"key": "fact:day-1"}).status_code == 200
+    assert (
+        call_tool(alice_token, "get_memory", {"key": "fact:day-1", "own": True}).status_code == 200
+    )
 
     # The third use (memory_count_uses) promotes it; the rest stay by recency.
     assert Memory.objects.get(user=alice, key="fact:day-1").access_count == SCRATCHPAD_USES == 3
@@ -519,12 +593,13 @@ def test_a_memory_used_three_times_comes_first(
 
 @pytest.mark.parametrize("tool", ["promote_memory", "memory_promote"])
 def test_a_promoted_memory_comes_first(
-    call_tool, client, alice, alice_agent, alice_token, settings, tool
+    call_tool, client, alice, alice_agent, alice_token, settings, tool, clock
 ):
+    clock(datetime(2026, 3, 4, tzinfo=UTC))
     settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # three variations of one text
     three_days_of_facts(alice, alice_agent)
 
-    response = call_tool(alice_token, tool, {"key": "fact:day-2"})
+    response = call_tool(alice_token, tool, {"key": "fact:day-2", "own": True})
 
     assert response.status_code == 200, response.content
     stamp(alice, "fact:day-2", datetime(2026, 3, 2, 9, 0, tzinfo=UTC))  # pinning changed it
@@ -538,15 +613,23 @@ def test_a_promoted_memory_comes_first(
 
 
 def test_the_promoted_memories_come_first_within_the_budget(
-    client, alice, alice_agent, alice_token, settings
+    client, alice, alice_agent, alice_token, settings, clock
 ):
+    clock(datetime(2026, 1, 4, tzinfo=UTC))
     settings.MNEMO_MERGE_NEAR_DUPLICATES = False  # sixty variations of one text
     agent = Actor.for_agent(alice_agent)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     for n in range(60):
         key = f"fact:n{n:02d}"
         value = f"entry {n} " + "with a long explanation of a habit " * 4
-        memory_upsert(user=alice, key=key, value=value.strip(), actor=agent, pinned=n == 3)
+        memory_upsert(
+            user=alice,
+            key=key,
+            value=value.strip(),
+            actor=agent,
+            pinned=n == 3,
+            owner_agent=alice_agent,
+        )
         stamp(alice, key, start + timedelta(hours=n))
     # Ten uses of entry 7, counted by the one write path that counts them.
     entry_7 = Memory.objects.get(user=alice, key="fact:n07").pk

@@ -150,6 +150,7 @@ def test_every_file_is_present_with_the_accounts_content(client, alice, alice_ag
         "session": "",
         "created_at": iso(tea.created_at),
         "updated_at": iso(tea.updated_at),
+        "audience": "user",
     }
 
     history = lines(archive, "memory_history.jsonl")
@@ -167,6 +168,7 @@ def test_every_file_is_present_with_the_accounts_content(client, alice, alice_ag
         "after": stored[1].after,
         "actor": {"type": "user", "agent": None},
         "created_at": iso(stored[1].created_at),
+        "audience": "user",
     }
     assert history[1]["after"]["value"] == "oolong"
 

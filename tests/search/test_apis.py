@@ -57,9 +57,7 @@ def test_search_memory_returns_rows_with_score_parts(call_tool, alice, alice_tok
         "vector_rank",
         "decay",
         "use_boost",
-        "audience",
     }
-    assert first["audience"] == "user"
     assert first["score"] == pytest.approx(first["fused"] * first["decay"] * first["use_boost"])
     assert first["memory"]["access_count"] == 1
     assert Memory.objects.get(user=alice, key="fact:order").access_count == 1

@@ -290,6 +290,8 @@ class Memory(TypedDict):
     session: str
     created_at: str
     updated_at: str
+    # user: the user's memory; own: your own note (only you, and the user, see it).
+    audience: AudienceEnum
 
 
 class MemoryAnswer(TypedDict):
@@ -321,8 +323,6 @@ class MemoryHit(TypedDict):
     decay: float
     # A memory row as agents see it. Plain fields: a ModelSerializer rebuilds them per call.
     memory: Memory
-    # user: the user's memory; own: your own note, which only you read.
-    audience: AudienceEnum
     # Use, from 1 up to 1.05: grows with log(1 + access_count), full at 100 uses.
     use_boost: float
 
@@ -459,6 +459,8 @@ class RecentMemory(TypedDict):
     session: str
     created_at: str
     updated_at: str
+    # own: your own note.
+    audience: AudienceEnum
 
 
 class RecentPage(TypedDict):
@@ -855,7 +857,9 @@ class Tools:
             "/api/v1/tools/create_work", {"title": title, "body": body, "kind": kind, "tags": tags}
         )
 
-    def delete_memory(self, key: str, *, reason: str | None = None) -> DeleteMemoryResult:
+    def delete_memory(
+        self, key: str, *, own: bool | None = None, reason: str | None = None
+    ) -> DeleteMemoryResult:
         """Forget a memory.
 
         Delete the memory with this key; 404 if there is none. The user can still restore it
@@ -867,13 +871,15 @@ class Tools:
             tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
             fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
             slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            own: true: your own note under the key (memory_store's default) instead of the
+            user's memory. Default false.
             reason: Why, in a sentence; shown to the user if the change waits for review.
 
         POST /api/v1/tools/delete_memory
         """
-        return self._post("/api/v1/tools/delete_memory", {"key": key, "reason": reason})
+        return self._post("/api/v1/tools/delete_memory", {"key": key, "own": own, "reason": reason})
 
-    def get_memory(self, key: str) -> MemoryResult:
+    def get_memory(self, key: str, *, own: bool | None = None) -> MemoryResult:
         """Read one memory.
 
         Read the memory with this key; 404 if there is none. Reading counts as a use:
@@ -884,10 +890,12 @@ class Tools:
             tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
             fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
             slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            own: true: your own note under the key (memory_store's default) instead of the
+            user's memory. Default false.
 
         POST /api/v1/tools/get_memory
         """
-        return self._post("/api/v1/tools/get_memory", {"key": key})
+        return self._post("/api/v1/tools/get_memory", {"key": key, "own": own})
 
     def get_work(self, id: int) -> WorkResult:
         """One work item with its body.
@@ -1058,12 +1066,12 @@ class Tools:
         )
 
     def memory_list_recent(self, *, limit: int | None = None) -> RecentPage:
-        """The most recent memories.
+        """Your most recent notes.
 
-        The user's entries (not the profile or styles), with their dates: first the ones
-        used 3 times or more (read with get_memory or found by search_memory) or pinned with
-        promote_memory, then the most recently added or changed. limit 1–50, default 10.
-        Listing does not count as a use.
+        Your own notes (memory_store's; not the user's memory), with their dates: first the
+        ones used 3 times or more (read with get_memory or found by search_memory) or pinned
+        with promote_memory, then those added or changed in the last 7 days, newest first.
+        limit 1–50, default 10. Listing does not count as a use.
 
         Args:
             limit: How many, 1–50; default 10.
@@ -1072,24 +1080,33 @@ class Tools:
         """
         return self._post("/api/v1/tools/memory_list_recent", {"limit": limit})
 
-    def memory_promote(self, key: str) -> UpdateResult:
+    def memory_promote(
+        self, *, key: str | None = None, memory_id: str | None = None, own: bool | None = None
+    ) -> UpdateResult:
         """Pin a memory.
 
         The other name of promote_memory (the agent-memory design's name), the same tool.
-        Pin the memory with this key, so it comes first in the working memory (after the
-        profile and styles) and in the scratchpad and memory_list_recent. 404 if there is
-        none. Pinning a memory the user stated waits for their review: 202, status
-        pending_review, with the proposal.
+        Pin the memory with this key (`key`, or `memory_id` as the agent-memory design names
+        it), so it comes first in the working memory (after the profile and styles); with
+        own: true your own note, which then comes first in the scratchpad and
+        memory_list_recent. 404 if there is none. Pinning a memory the user stated waits for
+        their review: 202, status pending_review, with the proposal.
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
             tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
             fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
             slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            memory_id: The agent-memory design's name for `key` (a memory is named by its
+            key here): give one of the two.
+            own: true: your own note under the key (memory_store's default) instead of the
+            user's memory. Default false.
 
         POST /api/v1/tools/memory_promote
         """
-        return self._post("/api/v1/tools/memory_promote", {"key": key})
+        return self._post(
+            "/api/v1/tools/memory_promote", {"key": key, "memory_id": memory_id, "own": own}
+        )
 
     def memory_read(self, path: str, *, scope: str | None = None) -> Document:
         """Read a document.
@@ -1164,20 +1181,24 @@ class Tools:
         tags: list[str] | None = None,
         occurred_at: str | None = None,
         session: str | None = None,
+        share: bool | None = None,
     ) -> StoreResult:
         """Store something new, keyed by its content.
 
         Store a new memory without choosing a key: it is made from the content's first words
-        (numbered if taken), and adding never replaces a memory. Returns the key (201). If a
-        memory of the category already says it, no memory is added: the content is kept in
-        that one's history and you get its key (200, status duplicate); the same content
-        again is 200, status unchanged. Content that adds something to a near memory an
-        agent wrote is stored as its own (201). If it adds to a near memory the user stated,
-        or the user reviews agents' new memories, it waits for the user (202, status
-        pending_review, with the proposal). Use update_memory to change a memory you know
-        the key of. A credential (an API key, a password, a card number, …) is never stored:
-        422 secret_refused. Pass occurred_at when what it says happened at another time than
-        now ("last Tuesday" as a date) and session to say which conversation you are in.
+        (numbered if taken), and adding never replaces a memory. By default it is your own
+        note (audience own): only you and the user see it, it never waits for review, and
+        the same content again is unchanged. With share: true it goes into the user's memory
+        under the rules that follow. Returns the key (201). If a memory of the category
+        already says it, no memory is added: the content is kept in that one's history and
+        you get its key (200, status duplicate); the same content again is 200, status
+        unchanged. Content that adds something to a near memory an agent wrote is stored as
+        its own (201). If it adds to a near memory the user stated, or the user reviews
+        agents' new memories, it waits for the user (202, status pending_review, with the
+        proposal). Use update_memory to change a memory you know the key of. A credential
+        (an API key, a password, a card number, …) is never stored: 422 secret_refused. Pass
+        occurred_at when what it says happened at another time than now ("last Tuesday" as a
+        date) and session to say which conversation you are in.
 
         Args:
             content: What to remember, 1–2000 characters of plain text: one self-contained
@@ -1197,6 +1218,9 @@ class Tools:
             session: The conversation you are in, up to 100 characters on one line (your
             chat or thread id): memories written in one session form an episode, and search
             brings them back together. Default: none.
+            share: false (default): your own note, which only you (and the user) see, and
+            which never waits for review. true: into the user's memory, which the agents the
+            user allows read, under the user's review rules.
 
         POST /api/v1/tools/memory_store
         """
@@ -1208,6 +1232,7 @@ class Tools:
                 "tags": tags,
                 "occurred_at": occurred_at,
                 "session": session,
+                "share": share,
             },
         )
 
@@ -1299,23 +1324,32 @@ class Tools:
             {"path": path, "content": content, "base_version": base_version, "scope": scope},
         )
 
-    def promote_memory(self, key: str) -> UpdateResult:
+    def promote_memory(
+        self, *, key: str | None = None, memory_id: str | None = None, own: bool | None = None
+    ) -> UpdateResult:
         """Pin a memory.
 
-        Pin the memory with this key, so it comes first in the working memory (after the
-        profile and styles) and in the scratchpad and memory_list_recent. 404 if there is
-        none. Pinning a memory the user stated waits for their review: 202, status
-        pending_review, with the proposal.
+        Pin the memory with this key (`key`, or `memory_id` as the agent-memory design names
+        it), so it comes first in the working memory (after the profile and styles); with
+        own: true your own note, which then comes first in the scratchpad and
+        memory_list_recent. 404 if there is none. Pinning a memory the user stated waits for
+        their review: 202, status pending_review, with the proposal.
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
             tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
             fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
             slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            memory_id: The agent-memory design's name for `key` (a memory is named by its
+            key here): give one of the two.
+            own: true: your own note under the key (memory_store's default) instead of the
+            user's memory. Default false.
 
         POST /api/v1/tools/promote_memory
         """
-        return self._post("/api/v1/tools/promote_memory", {"key": key})
+        return self._post(
+            "/api/v1/tools/promote_memory", {"key": key, "memory_id": memory_id, "own": own}
+        )
 
     def search_memory(
         self,
@@ -1357,6 +1391,7 @@ class Tools:
         reason: str | None = None,
         occurred_at: str | None = None,
         session: str | None = None,
+        own: bool | None = None,
     ) -> UpdateResult:
         """Change an existing memory.
 
@@ -1386,6 +1421,8 @@ class Tools:
             session: The conversation you are in, up to 100 characters on one line (your
             chat or thread id): memories written in one session form an episode, and search
             brings them back together. Default: none.
+            own: true: your own note under the key (memory_store's default) instead of the
+            user's memory. Default false.
 
         POST /api/v1/tools/update_memory
         """
@@ -1400,6 +1437,7 @@ class Tools:
                 "reason": reason,
                 "occurred_at": occurred_at,
                 "session": session,
+                "own": own,
             },
         )
 
