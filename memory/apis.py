@@ -690,10 +690,6 @@ def _owner(request: Request, data: dict[str, Any]) -> Agent | None:
 
 
 # An agent's read rule (memory/visibility.py) binds its writes of the user's memory too.
-HIDDEN_TAGS_MESSAGE = (
-    "Your read rule hides memories tagged {tags}, so you cannot write one: the user sets "
-    "what you read on the Agents page."
-)
 HIDDEN_DUPLICATE_MESSAGE = (
     "A memory you may not read already says this; nothing was written. The user sets what "
     "you read on the Agents page."
@@ -715,10 +711,9 @@ def _refuse_hidden_tags(request: Request, data: dict[str, Any]) -> None:
     for its own note: `own`)."""
     if data.get("own"):
         return
-    hidden = visibility.hidden_tags(request.auth.agent, data.get("tags") or [])
-    if hidden:
-        named = ", ".join(f"#{tag}" for tag in hidden)
-        raise Forbidden(HIDDEN_TAGS_MESSAGE.format(tags=named), field="tags")
+    refusal = visibility.tags_refusal(request.auth.agent, data.get("tags") or [])
+    if refusal:
+        raise Forbidden(f"{refusal}: the user sets what you read on the Agents page.", field="tags")
 
 
 def _refuse_unreadable_duplicate(request: Request, existing: Memory) -> None:

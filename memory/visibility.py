@@ -13,7 +13,7 @@ note (`owner_agent` set).
 Reads ask `readable(agent)` (a Q), `readable_memories(...)` (a queryset) or `readable_sql`
 (an SQL condition with its parameters, for raw SQL such as memory/working_memory.py);
 paths that only ever show the user's memory (the working memory, its as-of view) ask
-`readable(agent, own=False)`. Writes ask `hidden_tags` (tags a write may not carry) and
+`readable(agent, own=False)`. Writes ask `tags_refusal` (tags a write may not carry) and
 `hidden_key` (a key whose current row the agent may not read: the write answers as if it
 did not exist).
 """
@@ -96,16 +96,23 @@ def may_read(memory: Memory, agent: Agent | None) -> bool:
     return rule_allows_tags(agent, memory.tags)
 
 
-def hidden_tags(agent: Agent | None, tags: Iterable[str]) -> list[str]:
-    """The tags a write of the user's memory by `agent` may not carry, because its rule
-    would hide the memory from it: the excluded tags it names, or for "only" every tag
-    when none of its tags is among them ([] when the write may go ahead)."""
+def tags_refusal(agent: Agent | None, tags: Iterable[str]) -> str:
+    """Why a write of the user's memory with these tags by `agent` is refused, its rule
+    hiding such a memory from it ("" when the write may go ahead)."""
     tags = [normalize_tag(tag) for tag in tags]
-    if rule_allows_tags(agent, tags) or agent is None:
-        return []
+    if agent is None or rule_allows_tags(agent, tags):
+        return ""
     if agent.memory_rule == ReadRule.EXCEPT:
-        return sorted(set(tags) & set(agent.memory_tags))
-    return sorted(tags) or ["(no tag)"]
+        hidden = sorted(set(tags) & set(agent.memory_tags))
+        return f"Your read rule hides memories tagged {_named(hidden)}, so you cannot write one"
+    return (
+        f"Your read rule lets you read only memories tagged {_named(agent.memory_tags)}, so "
+        "a memory you write needs one of those tags"
+    )
+
+
+def _named(tags: Iterable[str]) -> str:
+    return ", ".join(f"#{tag}" for tag in tags)
 
 
 def hidden_key(*, user: AbstractBaseUser, agent: Agent | None, key: str) -> bool:

@@ -304,6 +304,10 @@ def test_only_work_may_not_write_a_memory_without_a_work_tag(call_tool, world):
     )
 
     assert untagged.status_code == 403
+    assert untagged.json()["error"]["message"] == (
+        "Your read rule lets you read only memories tagged #work, so a memory you write needs "
+        "one of those tags: the user sets what you read on the Agents page."
+    )
     assert tagged.status_code == 201, tagged.content
 
 
