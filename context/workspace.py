@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db.models import Q
+from django.utils import timezone
 
 from activity.actors import Actor
 from context import services
@@ -47,11 +48,14 @@ from context.services import (
     AGENTS_FOLDER,
     IDENTITY_FILES,
     MEMORY_PATH,
+    PROFILE_PATH,
     TreeEntry,
     TreeRow,
     tree_rows,
 )
 from lib.errors import Forbidden, InvalidInput, NotFound
+from memory.visibility import reads_all_memory
+from profiles.models import ReadRule
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -141,6 +145,37 @@ def resolve_scope(
     raise NotFound(f"No scope '{name}' is readable with this token.", field="scope")
 
 
+def folder_rule(agent: Agent | None, *, path_field: str = "path") -> Q:
+    """The documents of the user's own scope the agent's folder rule lets it read, as a
+    filter (profiles/models.py Agent `document_rule`, set by the user on the Agents page:
+    all, all except the folders it names, or only those). The root identity files, which
+    set the agent up, are always read. The consolidated profile USER_MEMORY.md is built
+    from all of the user's memory, so an agent whose memory rule is not "all" never reads
+    it (memory/visibility.py)."""
+    allowed = Q()
+    if agent is not None and agent.document_rule != ReadRule.ALL:
+        named = Q(pk__in=[])
+        for folder in agent.document_folders:
+            named |= Q(**{f"{path_field}__startswith": f"{folder}/"})
+        allowed = named if agent.document_rule == ReadRule.ONLY else ~named
+        allowed |= Q(**{f"{path_field}__in": IDENTITY_FILES})
+    if agent is not None and not reads_all_memory(agent):
+        allowed &= ~Q(**{path_field: PROFILE_PATH})
+    return allowed
+
+
+def folder_allows(agent: Agent | None, path: str) -> bool:
+    """May the agent read the document at `path` of the user's own scope? (folder_rule)"""
+    if agent is None:
+        return True
+    if path == PROFILE_PATH and not reads_all_memory(agent):
+        return False
+    if agent.document_rule == ReadRule.ALL or path in IDENTITY_FILES:
+        return True
+    named = any(path.startswith(f"{folder}/") for folder in agent.document_folders)
+    return named if agent.document_rule == ReadRule.ONLY else not named
+
+
 def private_folder(agent: Agent) -> str:
     """`agents/<name>/`, where an agent finds its private documents."""
     return f"{AGENTS_FOLDER}/{agent.name}/"
@@ -165,7 +200,7 @@ def readable_scope(
         return named.documents(path_field)
     if user is None:
         return global_documents()
-    readable = Q(user=user, agent__isnull=True)
+    readable = Q(user=user, agent__isnull=True) & folder_rule(agent, path_field=path_field)
     if all_agents:
         readable |= Q(user=user, agent__isnull=False)
     elif agent is not None:
@@ -375,6 +410,9 @@ def workspace_delete(
 
 def workspace_append_daily(*, caller: Caller, content: str) -> Document:
     """A line in today's daily log of the caller's own scope (global: UTC dates)."""
+    if not caller.is_system:  # the agent's folder rule binds its daily log too
+        today = timezone.now().astimezone(services.user_timezone(caller.user)).date()
+        _check_folder_rule(caller, services.daily_path(today), writing=True)
     return services.append_daily_memory(user=caller.user, content=content, actor=caller.actor)
 
 
@@ -430,12 +468,27 @@ def _place(caller: Caller, path: str, *, writing: bool) -> Place:
     if path.startswith(caller.private_folder):
         return Place(caller.user, caller.agent, path.removeprefix(caller.private_folder))
     if path.split("/", 1)[0] != AGENTS_FOLDER:
+        _check_folder_rule(caller, path, writing=writing)
         return Place(caller.user, None, path)
     if not writing:  # another agent's notes look exactly like a missing file
         raise NotFound(f"No document at '{path}'.", field="path")
     raise Forbidden(
         f"'{path}' is outside your private folder: {AGENTS_FOLDER}/ holds each agent's "
         f"private documents, and yours are under {caller.private_folder}.",
+        field="path",
+    )
+
+
+def _check_folder_rule(caller: Caller, path: str, *, writing: bool) -> None:
+    """A path of the user's own scope the agent's folder rule hides: a read answers as for
+    a missing file, a write is refused (it could not read what it wrote)."""
+    if folder_allows(caller.agent, path):
+        return
+    if not writing:
+        raise NotFound(f"No document at '{path}'.", field="path")
+    raise Forbidden(
+        f"'{path}' is in a folder your read rule hides, so you cannot write there: the user "
+        "sets what you read on the Agents page.",
         field="path",
     )
 
@@ -466,7 +519,11 @@ def _reads_other_version(caller: Caller, place: Place, version_id: int) -> bool:
 def _visible_rows(caller: Caller, prefix: str, *, across: bool = True) -> list[TreeRow]:
     if caller.is_system:
         return tree_rows(Document.objects.filter(global_documents(), path__startswith=prefix))
-    own = tree_rows(Document.objects.filter(user=caller.user, agent=None, path__startswith=prefix))
+    own = tree_rows(
+        Document.objects.filter(
+            folder_rule(caller.agent), user=caller.user, agent=None, path__startswith=prefix
+        )
+    )
     private = tree_rows(
         Document.objects.filter(user=caller.user, agent=caller.agent),
         under=caller.private_folder,

@@ -52,6 +52,8 @@ LINE_CHARS = 300
 ELLIPSIS = "…"
 MEMORY = "memory"
 DOCUMENT = "document"
+# How a result that is the asking agent's own note is labelled for the model and in lines.
+OWN_NOTE = "(your own note)"
 
 SYSTEM_PROMPT = (
     "You answer a question about a user for their AI assistant, using only the search "
@@ -71,10 +73,11 @@ class AnswerSource:
     key: str | None = None  # a memory's key
     path: str | None = None  # a document's path, as the agent finds it
     scope: str | None = None  # a document's scope
+    audience: str | None = None  # a memory's: "user" (the user's memory) or "own" (a note)
 
     def as_dict(self) -> dict[str, str]:
         body = {"type": self.type}
-        for name in ("key", "path", "scope"):
+        for name in ("key", "path", "scope", "audience"):
             value = getattr(self, name)
             if value is not None:
                 body[name] = value
@@ -159,14 +162,16 @@ def top_results(*, user: AbstractBaseUser, agent: Agent, question: str) -> list[
     """The best memories and documents for the question, best first by their scores
     (both are fused ranks times bounded nudges, so they interleave)."""
     results = []
-    for hit in search_memory(user=user, query=question, limit=MEMORY_RESULTS):
+    for hit in search_memory(user=user, agent=agent, query=question, limit=MEMORY_RESULTS):
         memory = hit.memory
+        heard = memory.audience  # "user" or "own" (memory/models.py)
+        label = f"{memory.key} {OWN_NOTE}" if heard == "own" else memory.key
         results.append(
             Result(
-                source=AnswerSource(type=MEMORY, key=memory.key),
+                source=AnswerSource(type=MEMORY, key=memory.key, audience=heard),
                 score=hit.score,
-                label=memory.key,
-                line=f"{memory.key}: {_one_line(memory.value)}",
+                label=label,
+                line=f"{label}: {_one_line(memory.value)}",
                 text=_clip(memory.value, MODEL_TEXT_CHARS),
             )
         )

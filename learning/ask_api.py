@@ -52,6 +52,11 @@ class AnswerSourceSerializer(serializers.Serializer):
         required=False, help_text="A document's path (memory_read reads it)."
     )
     scope = serializers.CharField(required=False, help_text="A document's scope.")
+    audience = serializers.ChoiceField(
+        choices=["user", "own"],
+        required=False,
+        help_text="A memory's: user (the user's memory) or own (your own note).",
+    )
 
 
 class MemoryAnswerSerializer(serializers.Serializer):

@@ -14,7 +14,8 @@ from rest_framework.views import APIView
 
 from learning.profile import LoadedProfile, load_profile
 from lib.api import error_response, error_responses
-from lib.errors import LLMNotConfigured
+from lib.errors import Forbidden, LLMNotConfigured
+from memory.visibility import reads_all_memory
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 if TYPE_CHECKING:
@@ -103,6 +104,14 @@ NOT_CONFIGURED_RESPONSE = error_response(
 )
 
 
+# The profile is consolidated from every memory, so it cannot honour a tag rule.
+PARTIAL_READER_MESSAGE = (
+    "The consolidated profile is built from all of the user's memory, and the user lets you "
+    "read only part of it (Agents page): search_memory and the working memory give you what "
+    "you may read."
+)
+
+
 class ProfileMemoryApi(APIView):
     """GET only: Mnemo writes the profile after each reported turn, the user edits it on the
     Documents pages."""
@@ -121,7 +130,9 @@ class ProfileMemoryApi(APIView):
         "last_updated changes only when the text does. Before anything is stored, the empty "
         "profile (exists false); with no LLM configured and nothing stored, 503 "
         "llm_not_configured. format=markdown returns the text alone, with the counts in "
-        "X-Mnemo-Tokens, X-Mnemo-Token-Counter and X-Mnemo-Cut.",
+        "X-Mnemo-Tokens, X-Mnemo-Token-Counter and X-Mnemo-Cut. The profile is built from "
+        "all of the user's memory: an agent the user lets read only part of it (a tag rule "
+        "on the Agents page) gets 403 forbidden.",
         parameters=[
             OpenApiParameter("format", str, enum=["json", "markdown"], default="json"),
         ],
@@ -154,6 +165,8 @@ class ProfileMemoryApi(APIView):
         # A plain dict: an empty `?format=` is then refused instead of read as "not given".
         query = ProfileMemoryQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
+        if not reads_all_memory(request.auth.agent):
+            raise Forbidden(PARTIAL_READER_MESSAGE)
         loaded = load_profile(request.user)
         if query.validated_data["format"] == "json":
             return Response(profile_memory_body(loaded))

@@ -63,11 +63,12 @@ from context.services import (
     document_list,
     user_timezone,
 )
-from context.workspace import granted_scopes, private_folder
+from context.workspace import folder_rule, granted_scopes, private_folder
 from learning.profile import PROFILE_PATH, cap_profile, count_bullets, load_profile
 from lib.data_fence import data_block
 from lib.errors import InvalidInput, LLMNotConfigured, NotFound
 from lib.tokenizer import TokenCounter, get_token_counter
+from memory.visibility import reads_all_memory
 from memory.working_memory import OVER_BUDGET, WorkingMemory, build_working_memory
 from profiles.models import MIN_TOKEN_BUDGET
 from profiles.services import profile_for_user
@@ -196,6 +197,7 @@ class _Sources:
     logs: list[_Source]  # today's, then yesterday's, each scope's: cut by lines
     working_memory_budget: int  # the user's own setting, the block's most
     working_memory_floor: WorkingMemory  # the block at its smallest budget
+    agent: Agent  # whose session: its read rules pick the memories (memory/visibility.py)
 
 
 def build_system_prompt(
@@ -264,9 +266,10 @@ def _read_sources(agent: Agent, now: datetime.datetime) -> _Sources:
     today, yesterday = _daily_paths(user, now)
     # One statement over the user's own scope (user set, agent none): no other scope can
     # answer, so a company SOUL.md never stands in for a missing one.
+    # The agent's folder rule applies to them (context/workspace.py folder_rule).
     bodies = dict(
         document_list(user=user, agent=None)
-        .filter(path__in=[*IDENTITY_FILES, MEMORY_PATH, today, yesterday])
+        .filter(folder_rule(agent), path__in=[*IDENTITY_FILES, MEMORY_PATH, today, yesterday])
         .values_list("path", "body")
     )
     # And one over this agent's own folder: no other agent's.
@@ -308,11 +311,13 @@ def _read_sources(agent: Agent, now: datetime.datetime) -> _Sources:
     return _Sources(
         user=user,
         identity=identity,
-        profile=_stored_profile(user),
+        # Built from all of the user's memory: only for an agent that may read all of it.
+        profile=_stored_profile(user) if reads_all_memory(agent) else None,
         after_profile=after,
         logs=logs,
         working_memory_budget=profile_for_user(user).token_budget,
-        working_memory_floor=build_working_memory(user=user, budget=MIN_TOKEN_BUDGET),
+        working_memory_floor=build_working_memory(user=user, budget=MIN_TOKEN_BUDGET, agent=agent),
+        agent=agent,
     )
 
 
@@ -517,7 +522,7 @@ def _working_memory(spend: _Room, sources: _Sources) -> Part:
     while True:
         block = sources.working_memory_floor
         if budget > MIN_TOKEN_BUDGET:
-            block = build_working_memory(user=sources.user, budget=budget)
+            block = build_working_memory(user=sources.user, budget=budget, agent=sources.agent)
         text = _render(WORKING_MEMORY_TITLE, block.text)
         overrun = spend.cost(text) - spend.left
         # The block and its heading may count a token or two more together than apart.

@@ -37,10 +37,10 @@ from lib.api import (
     WholeNumberField,
     error_responses,
 )
-from lib.errors import InvalidInput
+from lib.errors import Forbidden, InvalidInput, NotFound
 from lib.tags import TAG_PATTERN, TAG_RULE
 from lib.tool_api import ToolApi
-from memory import selectors, services
+from memory import selectors, services, visibility
 from memory.keys import ENTRY_KINDS, KEY_PATTERN, MAX_KEY_LENGTH
 from memory.models import (
     MAX_REASON_LENGTH,
@@ -408,16 +408,22 @@ class ProposalPageSerializer(serializers.Serializer):
 
 
 def proposal_body(proposal: MemoryProposal) -> dict[str, Any]:
-    """A proposal as ProposalSerializer renders it."""
+    """A proposal as ProposalSerializer renders it, to the agent that proposed it: the
+    states of a memory its read rule hides (a near duplicate of one) are left out."""
     agent = proposal.actor_agent
+    shown = all(
+        visibility.rule_allows_tags(agent, (state or {}).get("tags") or [])
+        for state in (proposal.before, proposal.after)
+    )
     return {
         "id": proposal.pk,
-        "key": proposal.key,
+        # A hidden memory a near duplicate would update is not named: the key asked for is.
+        "key": proposal.key if shown else proposal.requested_key or proposal.key,
         "action": str(proposal.action),
         "status": str(proposal.status),
         "trigger": str(proposal.trigger),
-        "before": proposal.before,
-        "after": proposal.after,
+        "before": proposal.before if shown else None,
+        "after": proposal.after if shown else None,
         "requested_key": proposal.requested_key,
         "reason": proposal.reason,
         "agent": agent.name if agent is not None else None,
@@ -616,11 +622,14 @@ class MemoryCreateApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(CreateMemorySerializer)
+        _refuse_unreadable(request, data["key"], data)
+        _refuse_hidden_tags(request, data)
         try:
             write = services.memory_upsert(user=request.user, actor=self.actor(), **data)
         except services.ReviewRequired as waiting:
             return _pending_review(waiting.proposal, created=False)
         except services.DuplicateMemory as duplicate:
+            _refuse_unreadable_duplicate(request, duplicate.existing)
             body = {
                 "status": "duplicate",
                 "created": False,
@@ -669,6 +678,8 @@ class MemoryUpdateApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(UpdateMemorySerializer)
+        _refuse_unreadable(request, data["key"], data)
+        _refuse_hidden_tags(request, data)
         return _update(request, self.actor(), data)
 
 
@@ -676,6 +687,39 @@ def _owner(request: Request, data: dict[str, Any]) -> Agent | None:
     """The audience a tool call addresses, `own` taken out of `data`: the calling agent's
     own notes with own: true, else the user's memory (None)."""
     return request.auth.agent if data.pop("own", False) else None
+
+
+# An agent's read rule (memory/visibility.py) binds its writes of the user's memory too.
+HIDDEN_DUPLICATE_MESSAGE = (
+    "A memory you may not read already says this; nothing was written. The user sets what "
+    "you read on the Agents page."
+)
+
+
+def _refuse_unreadable(request: Request, key: str, data: dict[str, Any]) -> None:
+    """A write of a key of the user's memory whose row the agent may not read answers as if
+    there were none, naming nothing of it. (`own`: the agent's own note, always its to
+    read.)"""
+    if data.get("own"):
+        return
+    if visibility.hidden_key(user=request.user, agent=request.auth.agent, key=key):
+        raise NotFound(f"No memory with key '{key}'.", field="key")
+
+
+def _refuse_hidden_tags(request: Request, data: dict[str, Any]) -> None:
+    """403 for a write into the user's memory with tags the agent's read rule hides (not
+    for its own note: `own`)."""
+    if data.get("own"):
+        return
+    refusal = visibility.tags_refusal(request.auth.agent, data.get("tags") or [])
+    if refusal:
+        raise Forbidden(f"{refusal}: the user sets what you read on the Agents page.", field="tags")
+
+
+def _refuse_unreadable_duplicate(request: Request, existing: Memory) -> None:
+    """A new memory that one the agent may not read already says: 403, that one unnamed."""
+    if not visibility.may_read(existing, request.auth.agent):
+        raise Forbidden(HIDDEN_DUPLICATE_MESSAGE, field="value")
 
 
 def _update(request: Request, actor: Actor, data: dict[str, Any]) -> Response:
@@ -710,6 +754,7 @@ class MemoryDeleteApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(DeleteMemorySerializer)
         key = data["key"]
+        _refuse_unreadable(request, key, data)
         owner = _owner(request, data)
         try:
             history = services.memory_delete(
@@ -737,6 +782,7 @@ class MemoryGetApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(KeySerializer)
+        _refuse_unreadable(request, data["key"], data)
         memory = services.memory_record_access(
             user=request.user, key=data["key"], owner_agent=_owner(request, data)
         )
@@ -764,7 +810,9 @@ class MemoryListApi(ToolApi):
         cursor = data.pop("cursor", None)
         after_key = _decode_cursor(cursor) if cursor else None
         page = list(
-            selectors.memory_list(user=request.user, after_key=after_key, **data)[: limit + 1]
+            selectors.memory_list(user=request.user, after_key=after_key, **data).filter(
+                visibility.readable(request.auth.agent)
+            )[: limit + 1]
         )
         next_cursor = _encode_cursor(page[limit - 1].key) if len(page) > limit else None
         results = [memory_body(memory) for memory in page[:limit]]
@@ -861,7 +909,10 @@ class WorkingMemoryApi(APIView):
             pad = build_scratchpad(user=request.user, agent=agent, budget=budget)
             return _markdown(pad.text, pad.tokens, pad.counter, started)
         block = build_working_memory(
-            user=request.user, budget=budget, as_of=query.validated_data.get("as_of")
+            user=request.user,
+            budget=budget,
+            as_of=query.validated_data.get("as_of"),
+            agent=getattr(request.auth, "agent", None),
         )
         if query.validated_data["format"] != "json":
             return _markdown(block.text, block.tokens, block.counter, started)
@@ -948,7 +999,7 @@ class SearchMemoryApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(SearchMemoryInput)
         started = time.perf_counter()
-        hits = search_memory(user=request.user, **data)
+        hits = search_memory(user=request.user, agent=request.auth.agent, **data)
         searched_ms = (time.perf_counter() - started) * 1000
         results = [
             {
@@ -998,6 +1049,7 @@ class PromoteMemoryApi(ToolApi):
     @_promote_schema("promote_memory", PROMOTE_DESCRIPTION)
     def post(self, request: Request) -> Response:
         data = self.validated(PromoteInput)
+        _refuse_unreadable(request, data["key"], data)
         return _update(request, self.actor(), {**data, "pinned": True})
 
 
@@ -1149,6 +1201,8 @@ class MemoryStoreApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(MemoryStoreInput)
+        if data.get("share", True):  # into the user's memory: the read rule binds it
+            _refuse_hidden_tags(request, data)
         result = services.memory_store(
             user=request.user,
             actor=self.actor(),
@@ -1161,6 +1215,8 @@ class MemoryStoreApi(ToolApi):
         )
         if result.proposal is not None:
             return _pending_review(result.proposal, key=result.key)
+        if result.memory is not None:
+            _refuse_unreadable_duplicate(request, result.memory)
         body: dict[str, Any] = {"status": result.status, "key": result.key}
         if result.memory is not None:
             body["memory"] = memory_body(result.memory)

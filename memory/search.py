@@ -31,8 +31,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from memory.models import Memory, Source
-from memory.selectors import memory_list, user_zone
+from memory.selectors import of_kind, user_zone
 from memory.services import memory_count_uses
+from memory.visibility import readable_memories
 from search.models import SearchTool
 from search.periods import Period, find_period, without_period
 from search.ranking import (
@@ -52,6 +53,7 @@ from search.services import SearchLogRow
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
+    from profiles.models import Agent
     from search.ranking import PendingVector, QueryVector
 
 UTC = ZoneInfo("UTC")
@@ -89,9 +91,12 @@ def search_memory(
     limit: int = 10,
     kind: str | None = None,
     tags: list[str] | None = None,
+    agent: Agent | None = None,
 ) -> list[MemoryHit]:
-    """The user's memories best matching the query, for an agent: the hits count as a use
-    (access_count and last_accessed_at), and the search is logged."""
+    """The memories best matching the query, for an agent: of the user's memory what its
+    read rule lets it read, and its own notes (memory/visibility.py; no agent: the user's
+    memory). The hits count as a use (access_count and last_accessed_at), and the search
+    is logged."""
     started = time.perf_counter()
     query, limit = check_query(query, limit)
     ranked = rank_memories(
@@ -101,6 +106,7 @@ def search_memory(
         limit=limit,
         kind=kind,
         tags=tags,
+        agent=agent,
     )
     used = memory_count_uses(
         user=user,
@@ -119,11 +125,12 @@ def rank_memories(
     kind: str | None = None,
     tags: list[str] | None = None,
     closest: bool = False,
+    agent: Agent | None = None,
 ) -> list[RankedMemory]:
-    """The best `limit` of the user's memories, best first, with the parts of their score;
-    with `closest`, whatever was nearest even below the relevance floor. Reads, changes
-    nothing."""
-    rows = memory_list(user=user, kind=kind)
+    """The best `limit` of the memories `agent` may read (no agent: the user's memory),
+    best first, with the parts of their score; with `closest`, whatever was nearest even
+    below the relevance floor. Reads, changes nothing."""
+    rows = of_kind(readable_memories(user=user, agent=agent), kind)
     if tags:
         rows = rows.filter(tags__contains=[tag.lower() for tag in tags])
     now = timezone.now()

@@ -41,13 +41,7 @@ def memory_list(
 ) -> QuerySet[Memory]:
     """The user's memories in key order, optionally filtered; `after_key` pages on.
     `owner_agent`: that agent's own notes instead of the user's memory."""
-    memories = Memory.objects.filter(user=user, owner_agent=owner_agent)
-    if kind == "profile":
-        memories = memories.filter(key__in=PROFILE_KEYS)
-    elif kind == "style":
-        memories = memories.filter(key__regex=rf"^({'|'.join(STYLE_ASPECTS)})_")
-    elif kind is not None:
-        memories = memories.filter(key__startswith=f"{kind}:")
+    memories = of_kind(Memory.objects.filter(user=user, owner_agent=owner_agent), kind)
     if tag is not None:
         memories = memories.filter(tags__contains=[tag])
     if source is not None:
@@ -57,6 +51,17 @@ def memory_list(
     if after_key is not None:
         memories = memories.filter(key__gt=after_key)
     return memories.order_by("key")
+
+
+def of_kind(memories: QuerySet[Memory], kind: str | None) -> QuerySet[Memory]:
+    """Those of the memories of one kind ("profile", "style", an entry kind; None: all)."""
+    if kind == "profile":
+        return memories.filter(key__in=PROFILE_KEYS)
+    if kind == "style":
+        return memories.filter(key__regex=rf"^({'|'.join(STYLE_ASPECTS)})_")
+    if kind is not None:
+        return memories.filter(key__startswith=f"{kind}:")
+    return memories
 
 
 def entry_list(
@@ -291,6 +296,8 @@ class MemoryState(NamedTuple):
     pinned: bool
     changed_at: datetime  # the change that left it in this state
     created_id: int  # the history row that created it: keys numbered in creation order
+    # Its tags then: an agent's read rule is applied to them (memory/visibility.py).
+    tags: tuple[str, ...] = ()
 
 
 class StatesAsOf(NamedTuple):
@@ -310,9 +317,9 @@ def memory_states_as_of(*, user: AbstractBaseUser, as_of: datetime) -> StatesAsO
     read: its key is listed as damaged.
 
     Uses are not historical: history keeps no access count or last access, so a state's
-    recency is `changed_at`, the time of that change. Tags are left out (the working
-    memory does not show them). A merge changed no state (HistoryAction.MERGE), so it is
-    not the change that left one. One query, in key order.
+    recency is `changed_at`, the time of that change. Tags are kept for an agent's read
+    rule (the working memory does not show them). A merge changed no state
+    (HistoryAction.MERGE), so it is not the change that left one. One query, in key order.
     """
     # The user's memory only: an agent's own note is never shown as what the user keeps.
     rows = (
@@ -341,6 +348,7 @@ def memory_states_as_of(*, user: AbstractBaseUser, as_of: datetime) -> StatesAsO
                 pinned=after["pinned"],
                 changed_at=created_at,
                 created_id=created_id if created_id is not None else row_id,
+                tags=tuple(after.get("tags") or ()),
             )
         )
     return result

@@ -41,6 +41,7 @@ from lib.tokenizer import TokenCounter, get_token_counter
 from memory.keys import PROFILE_KEYS
 from memory.models import Memory, Source
 from memory.selectors import memory_list_recent, memory_states_as_of, user_zone
+from memory.visibility import readable_sql, rule_allows_tags
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from profiles.services import profile_for_user
 
@@ -141,9 +142,16 @@ _KEY, _PINNED, _USED_AT, _CONFIDENCE, _SECTION = map(
 
 
 def build_working_memory(
-    *, user: AbstractBaseUser, budget: int | None = None, as_of: datetime | None = None
+    *,
+    user: AbstractBaseUser,
+    budget: int | None = None,
+    as_of: datetime | None = None,
+    agent: Agent | None = None,
 ) -> WorkingMemory:
     """Render the user's memory within `budget` tokens (default: the profile's budget).
+
+    For an `agent`, the user's memory its read rule lets it read (memory/visibility.py);
+    never an agent's own note, which the scratchpad lists instead.
 
     With `as_of` (an aware datetime, not in the future), the memory as it was then,
     rebuilt from history. History keeps no uses, so the entries are then ordered by when
@@ -152,9 +160,9 @@ def build_working_memory(
     budget = _check_budget(profile_for_user(user).token_budget if budget is None else budget)
     damaged: list[Omitted] = []
     if as_of is None:
-        rows = _rows(user)
+        rows = _rows(user, agent)
     else:
-        rows, damaged = _rows_as_of(user, check_as_of(as_of))
+        rows, damaged = _rows_as_of(user, check_as_of(as_of), agent)
     counter = get_token_counter()
     counts = _memoized_counts(counter)
     units, omitted = _units(rows, settings.MNEMO_WORKING_MEMORY_LINE_CHARS)
@@ -222,12 +230,14 @@ def _check_budget(budget: object) -> int:
     return budget
 
 
-def _rows(user: AbstractBaseUser) -> list[_Row]:
-    """The user's rows, values sanitized. A read: access counts are left as they are."""
+def _rows(user: AbstractBaseUser, agent: Agent | None) -> list[_Row]:
+    """The user's rows `agent` may read here, values sanitized. A read: access counts are
+    left as they are."""
     # Sorted later, by code point: the database's collation must not change the bytes.
     # A timestamp as whole microseconds is exact and much cheaper to read than a datetime.
+    readable, params = readable_sql(agent, own=False)
     with connection.cursor() as cursor:
-        cursor.execute(_rows_sql(), [str(Source.USER_STATED), user.pk])
+        cursor.execute(_rows_sql(readable), [str(Source.USER_STATED), user.pk, *params])
         rows = cursor.fetchall()
     return [
         _Row(key, _as_data(value), pinned, confidence, used_at, row_id, user_stated)
@@ -236,19 +246,23 @@ def _rows(user: AbstractBaseUser) -> list[_Row]:
 
 
 @functools.cache
-def _rows_sql() -> str:
-    # Written once rather than built by the ORM on every render (bench/README.md, issue 12).
+def _rows_sql(readable: str) -> str:
+    # Written once per kind of reader rather than built by the ORM on every render
+    # (bench/README.md, issue 12); `readable` is memory/visibility.py's condition.
     table = connection.ops.quote_name(Memory._meta.db_table)
     return (
         "SELECT key, value, pinned, confidence, (EXTRACT(EPOCH FROM "  # noqa: S608 - the model's table
         "COALESCE(last_accessed_at, updated_at)) * 1000000)::bigint, id, source = %s "
-        f"FROM {table} WHERE user_id = %s"
+        f"FROM {table} WHERE user_id = %s AND {readable}"
     )
 
 
-def _rows_as_of(user: AbstractBaseUser, as_of: datetime) -> tuple[list[_Row], list[Omitted]]:
-    """The rows as they were at `as_of`, last changed standing in for last used; and the
-    keys whose state then history cannot give (memory/snapshots.py), left out."""
+def _rows_as_of(
+    user: AbstractBaseUser, as_of: datetime, agent: Agent | None
+) -> tuple[list[_Row], list[Omitted]]:
+    """The rows as they were at `as_of`, last changed standing in for last used, of those
+    `agent`'s read rule lets it read by their tags then; and the keys whose state then
+    history cannot give (memory/snapshots.py), left out."""
     microsecond = timedelta(microseconds=1)
     found = memory_states_as_of(user=user, as_of=as_of)
     rows = [
@@ -262,6 +276,7 @@ def _rows_as_of(user: AbstractBaseUser, as_of: datetime) -> tuple[list[_Row], li
             state.source == Source.USER_STATED,
         )
         for state in found.states
+        if rule_allows_tags(agent, state.tags)
     ]
     return rows, [Omitted(key, DAMAGED) for key in found.damaged]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -11,6 +13,7 @@ from django.http import HttpRequest
 from lib.errors import InvalidInput
 from profiles.models import Agent, AgentToken, Profile, SystemToken
 from profiles.services import (
+    clean_read_rules,
     system_token_create,
     token_create,
     token_revoke,
@@ -44,9 +47,29 @@ class ProfileAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at")
 
 
+class AgentAdminForm(forms.ModelForm):
+    """The admin's agent form: its read rules checked and normalised as the Agents page's
+    are (profiles/services.py clean_read_rules). (The model and fields come from
+    AgentAdmin.)"""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        fields = ("memory_rule", "memory_tags", "document_rule", "document_folders")
+        if any(field in self.errors for field in fields):
+            return cleaned
+        try:
+            rules = clean_read_rules(**{field: cleaned.get(field) or [] for field in fields})
+        except InvalidInput as error:
+            self.add_error(error.field if error.field in self.fields else None, error.message)
+            return cleaned
+        cleaned.update(vars(rules))
+        return cleaned
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "user", "description", "created_at")
+    form = AgentAdminForm
+    list_display = ("name", "user", "description", "memory_rule", "document_rule", "created_at")
     list_filter = ("created_at",)
     search_fields = ("name", "description", "user__username")
     list_select_related = ("user",)

@@ -13,6 +13,7 @@ from profiles.models import (
     Agent,
     AgentToken,
     Profile,
+    ReadRule,
 )
 from profiles.services import RANGE_MESSAGES
 
@@ -111,6 +112,32 @@ class AgentLearningForm(forms.Form):
     learns_from_turns = forms.TypedChoiceField(
         choices=[("1", "On"), ("0", "Off")], coerce=lambda value: value == "1"
     )
+
+
+class ReadRulesForm(forms.Form):
+    """What an agent reads: a rule and its tags for memories, a rule and its folders for
+    documents. Tags and folders are typed as a list (spaces or commas between them, "#"
+    optional); profiles.services.agent_set_read_rules checks and normalises them."""
+
+    memory_rule = forms.ChoiceField(label="Memories", choices=ReadRule.choices)
+    memory_tags = forms.CharField(
+        label="Tags",
+        required=False,
+        max_length=1000,
+        help_text="e.g. #health #private",
+    )
+    document_rule = forms.ChoiceField(label="Documents", choices=ReadRule.choices)
+    document_folders = forms.CharField(
+        label="Folders",
+        required=False,
+        max_length=4000,
+        help_text="e.g. projects/acme journal",
+    )
+
+    @staticmethod
+    def split(text: str) -> list[str]:
+        """The items of a typed list: separated by commas, spaces or new lines."""
+        return [item for item in text.replace(",", " ").split() if item]
 
 
 class SignupForm(UserCreationForm):

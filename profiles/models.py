@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -13,6 +14,18 @@ DEFAULT_PROFILE_BUDGET = 2000
 MIN_LLM_DAILY_TOKENS = 1000
 MAX_LLM_DAILY_TOKENS = 100_000_000
 DEFAULT_LLM_DAILY_TOKENS = 200_000
+# An agent's read rule names at most this many tags or folders.
+MAX_RULE_ITEMS = 20
+MAX_RULE_FOLDER_LENGTH = 200
+
+
+class ReadRule(models.TextChoices):
+    """What an agent reads of the user's memories (by tag) or documents (by folder):
+    applied by memory/visibility.py and context/workspace.py."""
+
+    ALL = "all", "All of it"
+    EXCEPT = "except", "All except"
+    ONLY = "only", "Only"
 
 
 class Profile(models.Model):
@@ -126,12 +139,38 @@ class Agent(models.Model):
         help_text="Mnemo learns from the turns this agent reports (when the account's "
         "learning is on too).",
     )
+    # What the agent may read, as the user set it on the Agents page (profiles/services.py
+    # agent_set_read_rules; never an agent): of the user's memories by tag, of the user's
+    # documents by folder. "all" names nothing; "except" and "only" name at least one.
+    memory_rule = models.CharField(max_length=8, choices=ReadRule.choices, default=ReadRule.ALL)
+    memory_tags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    document_rule = models.CharField(max_length=8, choices=ReadRule.choices, default=ReadRule.ALL)
+    document_folders = ArrayField(
+        models.CharField(max_length=MAX_RULE_FOLDER_LENGTH), default=list, blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["user_id", "name"]
         constraints = [
             models.UniqueConstraint(fields=["user", "name"], name="agent_unique_name_per_user"),
+            models.CheckConstraint(
+                condition=(
+                    Q(memory_rule=ReadRule.ALL, memory_tags=[])
+                    | Q(memory_rule__in=[ReadRule.EXCEPT, ReadRule.ONLY], memory_tags__len__gt=0)
+                ),
+                name="agent_memory_rule_names_tags",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(document_rule=ReadRule.ALL, document_folders=[])
+                    | Q(
+                        document_rule__in=[ReadRule.EXCEPT, ReadRule.ONLY],
+                        document_folders__len__gt=0,
+                    )
+                ),
+                name="agent_document_rule_names_folders",
+            ),
             models.CheckConstraint(
                 condition=Q(name__regex=AGENT_NAME_PATTERN), name="agent_name_format"
             ),

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,15 +19,18 @@ from django.utils import timezone
 from activity.actors import Actor, ActorKind
 from lib import outbound
 from lib.errors import Conflict, InvalidInput, MemoryPaused
-from lib.tags import slug_for
+from lib.tags import clean_tags, slug_for
 from profiles.models import (
     MAX_LLM_DAILY_TOKENS,
+    MAX_RULE_FOLDER_LENGTH,
+    MAX_RULE_ITEMS,
     MAX_TOKEN_BUDGET,
     MIN_LLM_DAILY_TOKENS,
     MIN_TOKEN_BUDGET,
     Agent,
     AgentToken,
     Profile,
+    ReadRule,
     SystemToken,
 )
 
@@ -214,6 +218,121 @@ def agent_set_details(
     for field, value in changes.items():
         setattr(agent, field, value)
     return agent
+
+
+@dataclass(frozen=True)
+class ReadRules:
+    """An agent's read rules as agent_set_read_rules stored them."""
+
+    memory_rule: str
+    memory_tags: list[str]
+    document_rule: str
+    document_folders: list[str]
+
+
+def agent_set_read_rules(
+    *,
+    agent: Agent,
+    memory_rule: str,
+    memory_tags: list[str] | tuple[str, ...] = (),
+    document_rule: str,
+    document_folders: list[str] | tuple[str, ...] = (),
+) -> ReadRules:
+    """Set what the agent reads: of the user's memories all, all except those with one of
+    `memory_tags`, or only those with one of them (tags normalised as lib/tags.py stores
+    them, "#health" as "health"); of the user's documents likewise by folder (a path
+    prefix in the user's scope). Only the signed-in user's page and the admin call this:
+    no agent API or MCP tool does. InvalidInput, naming the field, and nothing changed, for
+    an unknown rule, a bad tag or folder, or no item where "except" or "only" needs one;
+    "all" drops the items given with it."""
+    rules = clean_read_rules(
+        memory_rule=memory_rule,
+        memory_tags=memory_tags,
+        document_rule=document_rule,
+        document_folders=document_folders,
+    )
+    Agent.objects.filter(pk=agent.pk).update(
+        memory_rule=rules.memory_rule,
+        memory_tags=rules.memory_tags,
+        document_rule=rules.document_rule,
+        document_folders=rules.document_folders,
+    )
+    for field, value in vars(rules).items():
+        setattr(agent, field, value)
+    return rules
+
+
+def clean_read_rules(
+    *,
+    memory_rule: str,
+    memory_tags: list[str] | tuple[str, ...] = (),
+    document_rule: str,
+    document_folders: list[str] | tuple[str, ...] = (),
+) -> ReadRules:
+    """The rules as stored, or InvalidInput naming the field (agent_set_read_rules' checks,
+    also the admin form's)."""
+    memory_rule = _check_rule("memory_rule", memory_rule)
+    document_rule = _check_rule("document_rule", document_rule)
+    return ReadRules(
+        memory_rule=memory_rule,
+        memory_tags=_rule_items("memory_tags", memory_rule, _rule_tags(memory_tags), "tag"),
+        document_rule=document_rule,
+        document_folders=_rule_items(
+            "document_folders", document_rule, clean_folders(document_folders), "folder"
+        ),
+    )
+
+
+def _check_rule(field: str, rule: object) -> str:
+    if rule not in ReadRule.values:
+        raise InvalidInput("Choose all, all except, or only.", field=field)
+    return str(rule)
+
+
+def _rule_tags(tags: list[str] | tuple[str, ...]) -> list[str]:
+    try:
+        return clean_tags([tag.lstrip("#") for tag in tags], limit=MAX_RULE_ITEMS)
+    except InvalidInput as error:
+        raise InvalidInput(error.message, field="memory_tags") from error
+
+
+def clean_folders(folders: list[str] | tuple[str, ...]) -> list[str]:
+    """Folders as a read rule stores them: NFC, no leading or trailing '/', no '.' or '..'
+    segment, no control character; sorted, without repeats (InvalidInput on
+    "document_folders"). A folder covers the documents under it (context/workspace.py)."""
+    cleaned = set()
+    for raw in folders:
+        folder = unicodedata.normalize("NFC", raw.strip()).strip("/")
+        if not folder:
+            continue
+        segments = folder.split("/")
+        if (
+            any(segment in ("", ".", "..") for segment in segments)
+            or any(unicodedata.category(char).startswith("C") for char in folder)
+            or len(folder) > MAX_RULE_FOLDER_LENGTH
+        ):
+            raise InvalidInput(
+                f"'{folder[:60]}' is not a folder: write a path like projects/acme, "
+                f"without '.' or '..' parts, at most {MAX_RULE_FOLDER_LENGTH} characters.",
+                field="document_folders",
+            )
+        cleaned.add(folder)
+    if len(cleaned) > MAX_RULE_ITEMS:
+        raise InvalidInput(
+            f"At most {MAX_RULE_ITEMS} folders; there are {len(cleaned)}.",
+            field="document_folders",
+        )
+    return sorted(cleaned)
+
+
+def _rule_items(field: str, rule: str, items: list[str], noun: str) -> list[str]:
+    """The items a rule keeps: none for "all" (what was typed beside it is dropped), at
+    least one for the others."""
+    if rule == ReadRule.ALL:
+        return []
+    if not items:
+        raise InvalidInput(f"Name at least one {noun} for this rule.", field=field)
+    return items
 
 
 MEMORY_PAUSED_MESSAGE = "Memory is paused by the user; agents cannot change it until resumed."

@@ -24,10 +24,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from lib.errors import ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, no_store, render_page
 from profiles import services
-from profiles.forms import AgentForm, AgentLearningForm, SignupForm, TokenForm
+from profiles.forms import AgentForm, AgentLearningForm, ReadRulesForm, SignupForm, TokenForm
 from profiles.models import Agent, AgentToken
 from profiles.services import (
     agent_set_learning,
+    agent_set_read_rules,
     profile_for_user,
     signup_create_user,
     token_create,
@@ -65,6 +66,7 @@ def _page_context(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
         "agents": _agents_for(request.user),
         "agent_form": AgentForm(),
         "token_form": None,
+        "rules_form": None,  # an agent's refused read rules carry theirs (agent_read_rules)
         "new_token": None,
         "auto_learn": profile_for_user(request.user).auto_learn,
     }
@@ -172,6 +174,38 @@ def agent_learning(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
     if request.htmx:
         context = {"agent": agent, "auto_learn": auto_learn, "learning_message": message}
         return render_page(request, TEMPLATE, context, partial="agent-learning")
+    return done(request, message, reverse("agents"))
+
+
+@login_required
+@require_POST
+def agent_read_rules(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
+    """The agent's "What it reads" form: its part of the card (htmx), else a redirect; the
+    rules change only here (and in the admin), never through an agent's token."""
+    agent = _get_agent_for_user(request.user, agent_id)
+    form = ReadRulesForm(request.POST)
+    if form.is_valid():
+        try:
+            agent_set_read_rules(
+                agent=agent,
+                memory_rule=form.cleaned_data["memory_rule"],
+                memory_tags=form.split(form.cleaned_data["memory_tags"]),
+                document_rule=form.cleaned_data["document_rule"],
+                document_folders=form.split(form.cleaned_data["document_folders"]),
+            )
+        except ServiceError as error:
+            add_service_error(form, error)
+    if form.errors:
+        context = {"agent": agent, "rules_form": form}
+        if request.htmx:
+            return render_page(request, TEMPLATE, context, partial="agent-rules")
+        context = _page_context(request)
+        _agent_from(context, agent).rules_form = form  # this card's form, with its errors
+        return render_page(request, TEMPLATE, context, status=400)
+    message = f"Saved what “{agent.label}” reads."
+    if request.htmx:
+        context = {"agent": agent, "rules_form": None, "rules_message": message}
+        return render_page(request, TEMPLATE, context, partial="agent-rules")
     return done(request, message, reverse("agents"))
 
 

@@ -188,3 +188,50 @@ def test_bob_cannot_revoke_alices_token(signed_in_page, bob, alice_agent, alice_
     token.refresh_from_db()
     assert token.revoked_at is None
     assert call_api(live_server, alice_token, "list_memories", {})[0] == 200
+
+
+def test_the_user_sets_what_an_agent_reads(signed_in_page, alice, live_server, same_document):
+    """The "What … reads" form: all except #health keeps a health memory out of the agent's
+    search, then all of it lets it back in; every change by the page, none by the agent."""
+    from activity.actors import Actor
+    from memory.services import memory_upsert
+    from profiles.services import token_create
+    from tests.factories import AgentFactory
+
+    agent = AgentFactory(user=alice, name="travel")
+    token = token_create(agent=agent).raw
+    you = Actor.for_user(alice)
+    memory_upsert(
+        user=alice, key="fact:pills", value="Takes quokka pills", tags=["health"], actor=you
+    )
+    memory_upsert(user=alice, key="fact:trip", value="Quokka island trip", actor=you)
+
+    def found() -> list[str]:
+        status, body = call_api(live_server, token, "search_memory", {"query": "quokka"})
+        assert status == 200, body
+        return sorted(hit["memory"]["key"] for hit in body["results"])
+
+    assert found() == ["fact:pills", "fact:trip"]
+    page = signed_in_page(alice)
+    page.goto(f"{live_server.url}/agents/")
+    rules = page.locator(f"#agent-{agent.pk}-rules")
+    with same_document(page):
+        rules.get_by_label("Memories").select_option("except")
+        rules.get_by_label("Tags").fill("#Health")
+        rules.get_by_role("button", name="Save what travel reads").click()
+        expect(rules.get_by_role("status")).to_have_text("Saved what “travel” reads.")
+    expect(rules.get_by_label("Tags")).to_have_value("#health")
+    assert found() == ["fact:trip"]
+
+    with same_document(page):
+        rules.get_by_label("Memories").select_option("only")
+        rules.get_by_label("Tags").fill("")
+        rules.get_by_role("button", name="Save what travel reads").click()
+        expect(rules.get_by_text("Name at least one tag for this rule.")).to_be_visible()
+    assert found() == ["fact:trip"]
+
+    with same_document(page):
+        rules.get_by_label("Memories").select_option("all")
+        rules.get_by_role("button", name="Save what travel reads").click()
+        expect(rules.get_by_role("status")).to_be_visible()
+    assert found() == ["fact:pills", "fact:trip"]

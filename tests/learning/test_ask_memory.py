@@ -73,7 +73,7 @@ def test_the_answer_comes_from_the_model_with_its_sources(
     assert body["summarized"] is True
     assert body["tokens"] == count("Sencha, from Kyoto, every month.")
     assert body["note"] == ""
-    assert {"type": "memory", "key": "preference:tea"} in body["sources"]
+    assert {"type": "memory", "key": "preference:tea", "audience": "user"} in body["sources"]
     assert {"type": "document", "path": "notes/tea.md", "scope": "user"} in body["sources"]
     call = LLMCall.objects.get(user=alice)
     assert (call.purpose, call.outcome) == ("ask_memory", CallOutcome.OK)
@@ -211,7 +211,7 @@ def test_a_failing_model_gives_the_results_with_the_reason(
     assert body["note"].startswith(f"No summary was made: {reason}.")
     lines = body["answer"].split("\n")
     assert "- preference:tea: Orders sencha tea from Kyoto every month" in lines
-    assert {"type": "memory", "key": "preference:tea"} in body["sources"]
+    assert {"type": "memory", "key": "preference:tea", "audience": "user"} in body["sources"]
     assert body["tokens"] == count(body["answer"]) <= 200
 
 

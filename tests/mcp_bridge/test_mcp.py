@@ -481,6 +481,42 @@ def test_another_agents_writes_forge_no_section_of_the_prompt_or_the_resource(
     assert_unforged(resource)
 
 
+def test_the_resources_show_an_agent_what_it_may_read_only(mcp_url, alice, no_llm):
+    """Issue 27: over MCP as over the API, an agent whose user hides #health from it, and
+    which is not the agent that wrote a note, reads neither in any resource; the profile,
+    built from all of the user's memory, is refused to it."""
+    from profiles.services import agent_set_read_rules, token_create
+    from tests.factories import AgentFactory, MemoryFactory
+
+    you = Actor.for_user(alice)
+    memory_upsert(user=alice, key="fact:pills", value="quokkapills", tags=["health"], actor=you)
+    memory_upsert(user=alice, key="fact:trip", value="lemurtrip", actor=you)
+    document_write(user=alice, path="USER_MEMORY.md", content="# wombatprofile\n", actor=you)
+    writer, reader = AgentFactory(user=alice, name="coder"), AgentFactory(user=alice, name="travel")
+    MemoryFactory(user=alice, owner_agent=writer, key="discovery:ci", value="quasarnote")
+    agent_set_read_rules(
+        agent=reader, memory_rule="except", memory_tags=["health"], document_rule="all"
+    )
+    token = token_create(agent=reader).raw
+
+    async def main() -> tuple[dict[str, str], MCPError]:
+        async with http_session(mcp_url, token) as session:
+            texts = {}
+            for uri in ("mnemo://working-memory", "mnemo://system-prompt"):
+                texts[uri] = (await session.read_resource(uri)).contents[0].text
+            with pytest.raises(MCPError) as refused:
+                await session.read_resource("mnemo://profile-memory")
+            return texts, refused.value
+
+    texts, refused = run(main)
+
+    for uri, text in texts.items():
+        assert "lemurtrip" in text, uri
+        for hidden in ("quokkapills", "quasarnote", "wombatprofile"):
+            assert hidden not in text, (uri, hidden)
+    assert refused.error.data["status"] == 403
+
+
 def test_http_resource_error_is_a_protocol_error_with_the_api_error(mcp_url, alice_token, no_llm):
     async def main() -> MCPError:
         async with http_session(mcp_url, alice_token) as session:

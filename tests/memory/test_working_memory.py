@@ -449,8 +449,8 @@ def test_same_rows_give_the_same_bytes(alice, bob, monkeypatch):
     assert build_working_memory(user=bob, budget=1500) == first
     # Whatever order the database returns the rows in.
     read_rows = working_memory._rows
-    shuffled = rng.sample(read_rows(alice), k=len(values))
-    monkeypatch.setattr(working_memory, "_rows", lambda user: shuffled)
+    shuffled = rng.sample(read_rows(alice, None), k=len(values))
+    monkeypatch.setattr(working_memory, "_rows", lambda user, agent: shuffled)
     assert build_working_memory(user=alice, budget=1500) == first
     assert len(first.included) < len(values)
 

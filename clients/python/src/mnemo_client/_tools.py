@@ -164,6 +164,8 @@ class AnswerSource(TypedDict):
     path: NotRequired[str]
     # A document's scope.
     scope: NotRequired[str]
+    # A memory's: user (the user's memory) or own (your own note).
+    audience: NotRequired[AudienceEnum]
 
 
 class CompleteBootstrap(TypedDict):
