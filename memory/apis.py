@@ -691,8 +691,7 @@ def _owner(request: Request, data: dict[str, Any]) -> Agent | None:
 
 # An agent's read rule (memory/visibility.py) binds its writes of the user's memory too.
 HIDDEN_DUPLICATE_MESSAGE = (
-    "A memory you may not read already says this; nothing was written. The user sets what "
-    "you read on the Agents page."
+    "A memory you may not read already says this. The user sets what you read on the Agents page."
 )
 
 
@@ -717,7 +716,9 @@ def _refuse_hidden_tags(request: Request, data: dict[str, Any]) -> None:
 
 
 def _refuse_unreadable_duplicate(request: Request, existing: Memory) -> None:
-    """A new memory that one the agent may not read already says: 403, that one unnamed."""
+    """403, that memory unnamed, when the one a new memory was merged into is hidden from
+    the agent. An agent's write is compared only with what it may read
+    (memory/duplicates.py), so this answers only a rule or tag changed during the write."""
     if not visibility.may_read(existing, request.auth.agent):
         raise Forbidden(HIDDEN_DUPLICATE_MESSAGE, field="value")
 

@@ -33,10 +33,13 @@ from django.conf import settings
 from django.db import connection
 
 from memory.models import Memory
+from memory.visibility import rule_sql
 from search.embeddings import EmbeddingError, get_text_comparer
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
+
+    from profiles.models import Agent
 
 # WordLlama's cosine similarity of two texts at or above which they say the same or are
 # about the same thing: the lowest threshold with precision >= 0.95 and at most 5% of
@@ -79,14 +82,19 @@ def is_near(similarity: float, new_words: int, words: int, threshold: float) -> 
     return similarity >= threshold and shared >= MIN_SHARED_WORDS
 
 
-def find_near_duplicate(*, user: AbstractBaseUser, key: str, value: str) -> NearMatch | None:
-    """The user's entry of the same kind as `key` nearest to `value`, if near enough.
+def find_near_duplicate(
+    *, user: AbstractBaseUser, key: str, value: str, agent: Agent | None = None
+) -> NearMatch | None:
+    """The user's entry of the same kind as `key` nearest to `value`, if near enough;
+    for an agent's write, only among the entries its read rule lets it read
+    (memory/visibility.py): a merge into, or a proposal on, a memory hidden from it would
+    tell it what that memory says.
 
     None also when the user has `key` already: that is a write to it, not a new row.
     """
     if not settings.MNEMO_MERGE_NEAR_DUPLICATES:
         return None
-    has_key, same_text, candidates = _look(user, key.partition(":")[0], key, value)
+    has_key, same_text, candidates = _look(user, key.partition(":")[0], key, value, agent)
     if has_key:
         return None
     if same_text is not None:
@@ -139,7 +147,7 @@ _TRAILING = 3
 
 
 def _look(
-    user: AbstractBaseUser, kind: str, key: str, value: str
+    user: AbstractBaseUser, kind: str, key: str, value: str, agent: Agent | None = None
 ) -> tuple[bool, int | None, list[Candidate]]:
     """In one statement: whether the user has `key`; else the id of an entry of the kind
     with the same text (as _normalized, with the stored text's own spacing), and the
@@ -155,6 +163,9 @@ def _look(
         f"FROM {table} WHERE user_id = %(user)s AND owner_agent_id IS NULL "
         "AND key LIKE %(prefix)s AND key <> %(key)s"
     )
+    rule, rule_params = rule_sql(agent)
+    if rule:
+        same_kind += f" AND {rule}"
     # How many of the new text's words the row's vector holds: what deleting them removes.
     shared = "length(search_vector) - length(ts_delete(search_vector, new.words))"
     sql = (
@@ -186,6 +197,7 @@ def _look(
         "value": value,
         "share": MIN_SHARED_WORDS,
         "candidates": CANDIDATES,
+        **rule_params,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -1259,7 +1259,8 @@ def _near_entry(
     each other is a queue the user never asked for: issue 26), and the Inbox suggests
     tidying such look-alikes later (memory/look_alike.py).
     """
-    match = find_near_duplicate(user=user, key=key, value=fields["value"])
+    agent = actor.agent if actor.kind == ActorKind.AGENT else None
+    match = find_near_duplicate(user=user, key=key, value=fields["value"], agent=agent)
     if match is None:
         return None
     near, _ = _locked(user, match.memory.key, actor)

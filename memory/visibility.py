@@ -13,7 +13,9 @@ note (`owner_agent` set).
 Reads ask `readable(agent)` (a Q), `readable_memories(...)` (a queryset) or `readable_sql`
 (an SQL condition with its parameters, for raw SQL such as memory/working_memory.py);
 paths that only ever show the user's memory (the working memory, its as-of view) ask
-`readable(agent, own=False)`. Writes ask `tags_refusal` (tags a write may not carry) and
+`readable(agent, own=False)`; an agent's new memory is compared only with the memories it
+may read (`rule_sql`, memory/duplicates.py), so what it writes never tells it whether a
+hidden memory says the same. Writes ask `tags_refusal` (tags a write may not carry) and
 `hidden_key` (a key whose current row the agent may not read: the write answers as if it
 did not exist).
 """
@@ -79,6 +81,16 @@ def readable_sql(agent: Agent | None, *, own: bool = True) -> tuple[str, list[ob
     if agent is None or not own:
         return f"({users})", params
     return f"(({users}) OR owner_agent_id = %s)", [*params, agent.pk]
+
+
+def rule_sql(agent: Agent | None) -> tuple[str, dict[str, object]]:
+    """The agent's tag rule alone as an SQL condition with named parameters ("" when it
+    reads all), for statements written with them (memory/duplicates.py)."""
+    if agent is None or agent.memory_rule == ReadRule.ALL:
+        return "", {}
+    overlap = "tags && %(rule_tags)s::varchar(40)[]"
+    condition = overlap if agent.memory_rule == ReadRule.ONLY else f"NOT ({overlap})"
+    return condition, {"rule_tags": list(agent.memory_tags)}
 
 
 def rule_allows_tags(agent: Agent | None, tags: Iterable[str]) -> bool:

@@ -311,18 +311,34 @@ def test_only_work_may_not_write_a_memory_without_a_work_tag(call_tool, world):
     assert tagged.status_code == 201, tagged.content
 
 
-def test_a_duplicate_of_a_hidden_memory_is_refused_without_naming_it(call_tool, alice, world):
-    _, tokens = world
+def hidden_history(alice) -> list[tuple[str, object]]:
+    from memory.models import MemoryHistory
 
-    response = call_tool(
-        tokens["careful"],
-        "create_memory",
-        {"key": "fact:pills-again", "value": f"{HEALTH} twice a day, {QUERY}"},
+    return list(
+        MemoryHistory.objects.filter(user=alice, key="fact:pills").values_list("action", "after")
     )
 
-    assert response.status_code == 403, response.content
-    assert HEALTH not in response.content.decode()
-    assert "fact:pills" not in response.content.decode()
+
+def test_an_agents_write_is_compared_only_with_what_it_may_read(call_tool, alice, world):
+    """The same text as a memory its rule hides is a new memory of the agent's, not a
+    duplicate merged into that one: a merge (or a 403 for it) would tell the agent that a
+    memory it may not read says this. The hidden memory and its history stay as they were;
+    an agent that may read it gets the merge as before."""
+    _, tokens = world
+    before = hidden_history(alice)
+    same = {"key": "fact:pills-again", "value": f"{HEALTH} twice a day, {QUERY}"}
+
+    careful = call_tool(tokens["careful"], "create_memory", same)
+    after_careful = hidden_history(alice)
+    travel = call_tool(tokens["travel"], "create_memory", {**same, "key": "fact:pills-too"})
+
+    assert careful.status_code == 201, careful.content
+    assert careful.json()["status"] == "created"
+    assert careful.json()["memory"]["key"] == "fact:pills-again"
+    assert '"fact:pills"' not in careful.content.decode()
+    assert after_careful == before
+    assert travel.json()["status"] == "duplicate"
+    assert travel.json()["memory"]["key"] == "fact:pills"
 
 
 def test_the_rules_change_through_no_agent_tool(call_tool, world, client):
@@ -401,21 +417,41 @@ def test_the_daily_log_is_a_folder_like_any_other(call_tool, alice, world):
     assert allowed.status_code == 200, allowed.content
 
 
-def test_a_proposal_near_a_hidden_memory_names_nothing_of_it(call_tool, alice, world):
-    """A new entry that adds to a #health memory the user stated becomes a proposal to
-    update that one; the agent that may not read it is told neither its key nor its text,
-    then or in list_proposals."""
+def test_an_addition_to_a_hidden_memory_is_no_proposal_on_it(call_tool, alice, world):
+    """A new entry that adds to a #health memory the user stated would be a proposal to
+    update that one for an agent that may read it; for one that may not, it is a memory of
+    its own, and the Inbox holds nothing that names the hidden one."""
+    from memory.models import MemoryProposal
+
     _, tokens = world
     text = f"{HEALTH} twice a day, {QUERY}, with water after breakfast"
 
     created = call_tool(tokens["careful"], "create_memory", {"key": "fact:water", "value": text})
+
+    assert created.status_code == 201, created.content
+    assert created.json()["status"] == "created"
+    assert not MemoryProposal.objects.filter(user=alice, key="fact:pills").exists()
+
+
+def test_a_proposal_made_before_a_rule_names_nothing_the_rule_now_hides(call_tool, alice, world):
+    """A proposal near a #health memory made while the agent read everything is listed,
+    once the user hides #health from it, without that memory's key or text."""
+    agents, tokens = world
+    text = f"{HEALTH} twice a day, {QUERY}, with water after breakfast"
+    agent_set_read_rules(agent=agents["careful"], memory_rule="all", document_rule="all")
+    created = call_tool(tokens["careful"], "create_memory", {"key": "fact:water", "value": text})
+    assert created.status_code == 202, created.content
+    assert created.json()["proposal"]["key"] == "fact:pills"
+
+    agent_set_read_rules(
+        agent=agents["careful"], memory_rule="except", memory_tags=["health"], document_rule="all"
+    )
     listed = call_tool(tokens["careful"], "list_proposals", {})
 
-    assert created.status_code == 202, created.content
-    for response in (created, listed):
-        body = response.content.decode()
-        assert "twice a day" not in body
-        assert "fact:pills" not in body
+    body = listed.content.decode()
+    assert listed.json()["results"], body
+    assert "fact:pills" not in body
+    assert "twice a day" not in body
 
 
 def test_memory_writes_targets_meet_the_folder_rule(call_tool, world):
