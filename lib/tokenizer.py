@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 OFFLINE_ENCODING = "cl100k_base"
 ESTIMATE_NAME = "estimate:utf8-bytes"
 SEED_DIR_NAME = "mnemo-tiktoken-cache"
+# Held while TIKTOKEN_CACHE_DIR is read or pointed elsewhere for a moment (_tiktoken_reading).
+_cache_dir_lock = threading.Lock()
 
 _BLOBS = "https://openaipublic.blob.core.windows.net/encodings"
 
@@ -165,7 +167,8 @@ def seed_cache_dir() -> Path:
 
 
 def _load_cached(encoding: str) -> Encoding:
-    cache_dir = tiktoken_cache_dir()
+    with _cache_dir_lock:  # not while _tiktoken_reading has it pointed at the seeded cache
+        cache_dir = tiktoken_cache_dir()
     if not cache_dir:
         raise TokenizerUnavailable("tiktoken's cache is disabled (TIKTOKEN_CACHE_DIR is empty)")
     file = encoding_file(encoding)
@@ -196,9 +199,6 @@ def _check_hash(path: Path, file: EncodingFile) -> None:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-_cache_dir_lock = threading.Lock()
 
 
 @contextlib.contextmanager
