@@ -425,7 +425,7 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from llm.client import llm_configured, llm_description, model_encoding
+    from llm.client import llm_configured, llm_description, model_token_counter
 
     print_machine("bench/llm.py: the model steps on the configured model", ["Django", "openai"])
     if not llm_configured():
@@ -434,7 +434,8 @@ def main() -> None:
             "MNEMO_LLM_API_KEY for api.openai.com) to run it; nothing measured"
         )
         return
-    print(f"model      {llm_description()}, tokens counted as {model_encoding()}")
+    # The counter actually used: o200k_base is not shipped, so offline it is cl100k_base.
+    print(f"model      {llm_description()}, tokens counted as {model_token_counter().name}")
     call_command("migrate", verbosity=0)
     reports = run_bench(
         load_cases(args.cases, only=args.only), steps=steps, budget=args.profile_budget

