@@ -974,9 +974,9 @@ def bench_vector_index(corpus: Corpus, args: argparse.Namespace) -> None:
     from django.conf import settings
     from django.db import connection
 
-    from lib.search_fields import vector_literal
     from memory.search import MEMORY_ROLE
     from search.embeddings import get_query_embedder
+    from search.fields import vector_literal
 
     rng = random.Random(SEED + 3)  # noqa: S311 - reproducible test data, not a secret
     questions = [(rng.choice(corpus.users), corpus.maker.question()) for _ in range(args.vector)]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import environ
 
+from lib.beat_schedule import beat_schedule, embedded_broker_url
 from lib.outbound import allowlist as outbound_allowlist
-from lib.schedule import BEAT_SCHEDULE, embedded_broker_url
 from lib.stack import Layout
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -220,7 +220,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE  # the periodic embedding reconciliation
+CELERY_BEAT_SCHEDULE = beat_schedule()  # each app's schedule.py (lib/beat_schedule.py)
 
 # Memory rules (DESIGN.md).
 MNEMO_MAX_VALUE_LENGTH = 2000

@@ -49,9 +49,9 @@ from lib.api import (
 )
 from lib.errors import InvalidInput, NotFound, VersionConflict
 from lib.http_errors import error_body
-from lib.tool_api import ToolApi
 from memory.models import ProposalStatus
 from profiles.models import SystemToken
+from profiles.tool_base import ToolApi
 from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
 from search.serializers import (
     ScorePartsMixin,

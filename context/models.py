@@ -9,8 +9,8 @@ from django.utils import timezone
 from activity.actors import ActorMixin
 from context.paths import MAX_PATH_LENGTH, InvalidPath, normalize_path
 from lib.credentials import Credential, find_credential
-from lib.search_fields import EmbeddingFields
 from memory.models import ProposalStatus
+from search.fields import EmbeddingFields
 
 SHARED_PREFIX = "shared:"
 

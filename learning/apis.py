@@ -15,10 +15,10 @@ from rest_framework.response import Response
 
 from learning.services import TurnReport, turn_report
 from lib.api import TextField, ToolInput, error_responses
-from lib.tool_api import ToolApi
 from llm.client import llm_configured
 from llm.models import MAX_CLIENT_TURN_ID, Turn, TurnStatus
 from memory.models import MAX_SESSION_LENGTH
+from profiles.tool_base import ToolApi
 
 if TYPE_CHECKING:
     from rest_framework.request import Request

@@ -21,7 +21,7 @@ from learning.ask import (
     ask_memory,
 )
 from lib.api import TextField, ToolInput, WholeNumberField, error_responses
-from lib.tool_api import ToolApi
+from profiles.tool_base import ToolApi
 from search.ranking import MAX_QUERY_LENGTH
 from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
 

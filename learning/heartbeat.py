@@ -76,7 +76,7 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_PATH = "HEARTBEAT.md"
 OK_ANSWER = "HEARTBEAT_OK"
 PURPOSE = "heartbeat"  # LLMCall.purpose
-TICK_SECONDS = 60  # lib/schedule.py's "heartbeat-tick"
+TICK_SECONDS = 60  # learning/schedule.py's "heartbeat-tick"
 # A run still `running` after this is a dead worker's: the tick fails it, and it is retried.
 # Well above one run's bounds (the model's timeout and retries, the webhook's tries).
 RUN_LEASE = datetime.timedelta(minutes=15)

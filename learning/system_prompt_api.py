@@ -24,7 +24,7 @@ from learning.system_prompt import (
     build_system_prompt,
 )
 from lib.api import ToolInput, error_response, error_responses
-from lib.tool_api import ToolApi
+from profiles.tool_base import ToolApi
 
 if TYPE_CHECKING:
     from rest_framework.request import Request

@@ -39,7 +39,6 @@ from lib.api import (
 )
 from lib.errors import Forbidden, InvalidInput, NotFound
 from lib.tags import TAG_PATTERN, TAG_RULE
-from lib.tool_api import ToolApi
 from memory import selectors, services, visibility
 from memory.keys import ENTRY_KINDS, KEY_PATTERN, MAX_KEY_LENGTH
 from memory.models import (
@@ -71,6 +70,7 @@ from memory.working_memory import (
 )
 from profiles.authentication import request_profile
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
+from profiles.tool_base import ToolApi
 from search.ranking import USES_AT_FULL_NUDGE
 from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
 from search.serializers import (

@@ -10,8 +10,8 @@ from django.db.models.lookups import Range
 from django.utils import timezone
 
 from activity.actors import ActorMixin
-from lib.search_fields import EmbeddingFields
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
+from search.fields import EmbeddingFields
 
 MAX_VALUE_LENGTH = 2000
 MAX_TAGS = 20

@@ -24,7 +24,6 @@ from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent
 from lib.credentials import Credential, find_credential, refuse_credentials
 from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused, NotFound, ServiceError
-from lib.search_fields import SEARCH_COLUMNS
 from lib.tags import clean_tags
 from memory.duplicates import find_near_duplicate
 from memory.keys import ENTRY_KINDS, SLUG_PATTERN, KeyFamily, parse_key
@@ -53,6 +52,7 @@ from memory.snapshots import (
 )
 from profiles.models import Profile
 from profiles.services import MEMORY_PAUSED_MESSAGE
+from search.fields import SEARCH_COLUMNS
 from search.indexing import request_embedding
 from search.services import RELAXED_CTE, SearchLogRow, relaxed_commit
 

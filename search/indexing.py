@@ -31,8 +31,8 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Model, Q, QuerySet
 
-from lib.search_fields import vector_literal
 from search.embeddings import EmbeddingError, EmbeddingUnavailable, get_embedder
+from search.fields import vector_literal
 from search.registry import SearchSource, source_for, sources
 
 if TYPE_CHECKING:

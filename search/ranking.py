@@ -50,9 +50,9 @@ from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, HalfVectorField
 
 from lib.errors import InvalidInput
-from lib.search_fields import vector_literal
 from search import fusion
 from search.embeddings import EmbeddingError, get_query_embedder, query_thread
+from search.fields import vector_literal
 from search.fusion import Floor, KeywordRow, Ranks, VectorRow
 from search.keyword import SIDE as KEYWORD
 from search.keyword import AnyWordQuery, keyword_side_sql

@@ -4,7 +4,7 @@ search/ imports no domain app. An app with searchable rows registers them here f
 AppConfig.ready() (memory: Memory, context: DocumentChunk); embedding (indexing.py), the
 commands and the progress bar go through this list and never name a model.
 
-A source's model carries lib/search_fields.EmbeddingFields (embedding, embedding_model,
+A source's model carries search/fields.EmbeddingFields (embedding, embedding_model,
 embedded_hash) and a generated tsvector column `search_vector` over its text; `text_field`
 is the column the vector is made from.
 """

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from lib.api import TextField, TextListField, ToolInput, WholeNumberField, error_responses
 from lib.tags import TAG_PATTERN, TAG_RULE
-from lib.tool_api import ToolApi
+from profiles.tool_base import ToolApi
 from work import selectors, services
 from work.models import (
     MAX_BODY_LENGTH,

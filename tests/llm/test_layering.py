@@ -7,8 +7,8 @@ import pytest
 
 from tests.search.test_layering import PROJECT_PACKAGES, ROOT, imported_modules
 
-# What each package may import among the project's own; the rest is upward. Management
-# commands stand above every layer (seed_demo writes memories and work), like tasks.
+# What each package may import among the project's own; the rest is upward (its management
+# commands included: the demo seeding lives in pages/). tests/test_layering.py checks every app.
 ALLOWED = {
     "llm": {"llm", "lib", "profiles", "activity", "search"},
     "profiles": {"profiles", "lib", "activity", "search"},
@@ -18,8 +18,6 @@ ALLOWED = {
 def upward_imports(package: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in sorted((ROOT / package).rglob("*.py")):
-        if "management" in path.parts:
-            continue
         for module in imported_modules(path):
             if module.split(".")[0] in PROJECT_PACKAGES - ALLOWED[package]:
                 found.setdefault(str(path.relative_to(ROOT)), []).append(module)

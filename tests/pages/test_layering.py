@@ -13,7 +13,7 @@ from tests.search.test_layering import PROJECT_PACKAGES, ROOT
 
 # The composition root (settings, URLs) and the tests stand outside the layering.
 OUTSIDE = {"config", "tests"}
-# Shared helpers any app may use, whatever their module is called (lib/tool_api.py).
+# Shared helpers any app may use, whatever their module is called (lib/api.py).
 SHARED = {"lib"}
 # A module that answers requests: views, *_views, apis, *_api, urls, api_urls.
 HTTP_MODULE = re.compile(r"views|\w+_views|apis|\w+_api|urls|api_urls")
@@ -95,7 +95,7 @@ def test_the_check_would_see_one(tmp_path, source, found):
     # Allowed: its own views, a layer's services, lib's helpers; the tests may import pages.
     (tmp_path / "context" / "good.py").write_text(
         "from context import views\nfrom memory.services import memory_set\n"
-        "from lib.tool_api import ToolApi\nfrom . import forms\n"
+        "from lib.api import ToolInput\nfrom . import forms\n"
     )
     (tmp_path / "tests" / "test_x.py").write_text("from pages.views import context\n")
     (tmp_path / "pages" / "views.py").write_text("from memory.services import memory_set\n")

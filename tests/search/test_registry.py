@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.db import connection, models
 from django.test.utils import isolate_apps
 
-from lib.search_fields import EmbeddingFields
 from search import indexing
 from search.embeddings import get_embedder
+from search.fields import EmbeddingFields
 from search.ranking import fuse, query_vector_soon
 from search.registry import SearchSource, register, source_for, sources, unregister
 

@@ -1,4 +1,6 @@
-"""Create the demo account and a few example memories (embedded mode only, idempotent)."""
+"""Create the demo account and a few example memories and work items (embedded mode only,
+idempotent). It writes to several layers (memory, work, profiles), so it lives in pages/, the
+top app (docs/architecture.md)."""
 
 from django.conf import settings
 from django.contrib.auth import get_user_model

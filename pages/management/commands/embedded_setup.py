@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from profiles.management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME
+from pages.management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME
 
 
 class Command(BaseCommand):

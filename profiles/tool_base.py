@@ -1,4 +1,6 @@
-"""The base view of every agent tool (kept apart from lib/api.py, which DRF's settings import)."""
+"""The base view of every agent tool: it acts as the token's agent (profiles/authentication.py),
+so it lives here above activity/ rather than in lib/ (kept apart from lib/api.py, which DRF's
+settings import)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,23 @@
+"""learning/'s periodic tasks for Celery beat, as plain data (no Django: lib/beat.py collects
+them through lib/beat_schedule.py without loading Django)."""
+
+BEAT_ENTRIES = {
+    # Reported turns whose task was lost or whose worker died are sent again
+    # (learning/tasks.py); the pipeline claims each turn, so a turn is processed once.
+    "pending-turns": {
+        "task": "learning.tasks.process_pending_turns",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
+    # The heartbeat (learning/heartbeat.py): every minute, send a run for each user whose
+    # checklist is due. Beat only looks; who is due is decided in the database from each
+    # user's last run (MNEMO_HEARTBEAT_INTERVAL after it, sooner after a failure), under a
+    # per-user lock. So a user runs at most once per interval whatever beat does (restarted,
+    # two beats, a late tick), users spread over the interval instead of all at once, and
+    # this module needs no Django setting (lib/beat.py runs without Django).
+    "heartbeat-tick": {
+        "task": "learning.tasks.heartbeat_tick",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
+}
