@@ -222,9 +222,14 @@ def test_every_engine_call_runs_on_the_one_engine_thread(e5, monkeypatch):
 
     monkeypatch.setattr(e5._e5, "encode", recording_encode)
 
+    # All four stay alive until each has embedded: a finished thread's ident can be
+    # given to the next one started, which would count two callers as one.
+    together = threading.Barrier(4, timeout=60)
+
     def search(n):
         callers.add(threading.get_ident())
         e5.embed_query([f"question {n}"])
+        together.wait()
 
     threads = [threading.Thread(target=search, args=(n,)) for n in range(4)]
     for thread in threads:
