@@ -392,9 +392,16 @@ def memory_delete(
 
 
 def _delete_row(
-    user: AbstractBaseUser, memory: Memory, actor: Actor, batch: UUID | None = None
+    user: AbstractBaseUser,
+    memory: Memory,
+    actor: Actor,
+    batch: UUID | None = None,
+    *,
+    event: bool = True,
 ) -> MemoryHistory:
-    """Delete the locked row, with its history row and event."""
+    """Delete the locked row, with its history row (naming whose note it was, so restore
+    puts it back there) and, unless `event` is off for a change whose one event says more
+    (memory_share_note), its event."""
     key = memory.key
     history = MemoryHistory.objects.create(
         user=user,
@@ -409,6 +416,8 @@ def _delete_row(
         **actor.as_fields(),
     )
     memory.delete()
+    if not event:
+        return history
     events.memory_deleted(
         user=user,
         actor=actor,
@@ -851,18 +860,7 @@ def _share_once(user: AbstractBaseUser, key: str, agent: Agent, actor: Actor) ->
         moved_from=agent.label,
     )
     # The note goes first: its history row names the agent, so it can be restored as a note.
-    MemoryHistory.objects.create(
-        user=user,
-        key=key,
-        memory=None,
-        owner_agent=agent,
-        action=HistoryAction.DELETE,
-        source=note.source,
-        before=state,
-        after=None,
-        **actor.as_fields(),
-    )
-    note.delete()
+    _delete_row(user, note, actor, event=False)
     _write_rows(memory, [], history, event)
     request_embedding()
     return MemoryWrite(memory=memory, created=True, history=history)
