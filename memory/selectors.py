@@ -8,7 +8,21 @@ from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import Case, Count, Exists, F, Max, Min, OuterRef, Q, Value, When, Window
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    Value,
+    When,
+    Window,
+)
 from django.utils import timezone
 
 from activity.actors import ActorKind
@@ -215,14 +229,9 @@ def deleted_memory_list(
     """The latest deletion of each key that has no memory now, newest first: per audience
     (the user's memory, each agent's own notes), so a deleted note is listed while the
     user's memory has its key, and its `owner_agent` says whose it was."""
-    there = Memory.objects.filter(
-        user=user, key=OuterRef("key"), owner_agent_id=OuterRef("owner_agent_id")
-    )
-    there_in_mine = Memory.objects.filter(user=user, key=OuterRef("key"), owner_agent=None)
     rows = (
         MemoryHistory.objects.filter(user=user, action=HistoryAction.DELETE, created_at__gte=since)
-        .exclude(Q(owner_agent__isnull=True) & Exists(there_in_mine))
-        .exclude(Q(owner_agent__isnull=False) & Exists(there))
+        .exclude(_key_there(user))
         .select_related("actor_user", "actor_agent", "owner_agent")
         .order_by("owner_agent_id", "key", "-created_at", "-id")
         .distinct("owner_agent_id", "key")
@@ -393,21 +402,25 @@ def history_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, b
     wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
     if not wanted:
         return {}
-    # The key in the row's audience: the user's memory, or the agent's notes (an equality
-    # with the outer owner would never hold for the user's memory, whose owner is NULL).
+    rows = (
+        MemoryHistory.objects.filter(user=user, pk__in=wanted)
+        .annotate(key_there=ExpressionWrapper(_key_there(user), output_field=BooleanField()))
+        .values_list("pk", "memory_id", "key_there")
+    )
+    return {pk: memory_id is not None or key_there for pk, memory_id, key_there in rows}
+
+
+def _key_there(user: AbstractBaseUser) -> Q:
+    """For a history row: a memory holds its key now in the row's audience (the user's
+    memory, or that agent's notes). Two tests, as an equality with the row's owner would
+    never hold for the user's memory, whose owner is NULL."""
     mine = Memory.objects.filter(user=user, key=OuterRef("key"), owner_agent=None)
     note = Memory.objects.filter(
         user=user, key=OuterRef("key"), owner_agent_id=OuterRef("owner_agent_id")
     )
-    rows = (
-        MemoryHistory.objects.filter(user=user, pk__in=wanted)
-        .annotate(mine_there=Exists(mine), note_there=Exists(note))
-        .values_list("pk", "memory_id", "owner_agent_id", "mine_there", "note_there")
+    return (Q(owner_agent__isnull=True) & Exists(mine)) | (
+        Q(owner_agent__isnull=False) & Exists(note)
     )
-    return {
-        pk: memory_id is not None or (note_there if owner_id is not None else mine_there)
-        for pk, memory_id, owner_id, mine_there, note_there in rows
-    }
 
 
 def proposal_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, str]:
