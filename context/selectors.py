@@ -30,7 +30,8 @@ from context.models import (
     VersionAction,
 )
 from context.paths import InvalidPath, normalize_path
-from context.services import NEWEST_FIRST, daily_path, user_timezone
+from context.versions import NEWEST_FIRST
+from context.well_known import daily_path, user_timezone
 from context.workspace import Granted, global_documents, granted_scopes, primary_only
 from memory.models import ProposalStatus
 from profiles.models import Agent

@@ -49,10 +49,10 @@ from context.services import (
     IDENTITY_FILES,
     MEMORY_PATH,
     PROFILE_PATH,
-    TreeEntry,
-    TreeRow,
-    tree_rows,
 )
+from context.tree import TreeEntry, TreeRow, tree_entries, tree_rows
+from context.versions import document_latest_version_id
+from context.well_known import append_daily_memory, daily_log_line, daily_path, user_timezone
 from lib.errors import Forbidden, InvalidInput, NotFound
 from memory.visibility import reads_all_memory
 from profiles.models import ReadRule
@@ -343,7 +343,7 @@ def _write_daily_log(
             "whatever it holds.",
             field="base_version",
         )
-    path, line = services.daily_log_line(user=caller.user, content=content)
+    path, line = daily_log_line(user=caller.user, content=content)
     return workspace_append(caller=caller, path=path, content=line, scope=scope)
 
 
@@ -411,9 +411,9 @@ def workspace_delete(
 def workspace_append_daily(*, caller: Caller, content: str) -> Document:
     """A line in today's daily log of the caller's own scope (global: UTC dates)."""
     if not caller.is_system:  # the agent's folder rule binds its daily log too
-        today = timezone.now().astimezone(services.user_timezone(caller.user)).date()
-        _check_folder_rule(caller, services.daily_path(today), writing=True)
-    return services.append_daily_memory(user=caller.user, content=content, actor=caller.actor)
+        today = timezone.now().astimezone(user_timezone(caller.user)).date()
+        _check_folder_rule(caller, daily_path(today), writing=True)
+    return append_daily_memory(user=caller.user, content=content, actor=caller.actor)
 
 
 def workspace_tree(
@@ -429,7 +429,7 @@ def workspace_tree(
         rows = tree_rows(Document.objects.filter(named.documents(), path__startswith=prefix))
     else:
         rows = _visible_rows(caller, prefix, across=not scope)
-    entries = services.tree_entries(rows, folder=folder, depth=depth)
+    entries = tree_entries(rows, folder=folder, depth=depth)
     if folder and not entries:
         raise NotFound(f"No folder '{folder}'.", field="path")
     return entries
@@ -512,7 +512,7 @@ def _reads_other_version(caller: Caller, place: Place, version_id: int) -> bool:
     return (
         other is not None
         and not Document.objects.filter(user=place.user, agent=None, path=place.path).exists()
-        and services.document_latest_version_id(other) == version_id
+        and document_latest_version_id(other) == version_id
     )
 
 
