@@ -1,6 +1,6 @@
 """The agent API's search of documents, memory_search: the user's documents, the agent's
-private notes, the shared scopes granted to the user and the company's while
-MNEMO_GLOBAL_READABLE is on, or the one scope named; a system token
+private notes, the shared scopes granted to the user and the company's when readable
+(context/workspace.py reads_global_scope), or the one scope named; a system token
 searches the global documents. The search itself is context/search.py's.
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
@@ -16,7 +15,7 @@ from rest_framework.response import Response
 
 from context.search import search_documents
 from context.serializers import SCOPE_HELP, ScopeField, document_errors, scope_param
-from context.workspace import Caller, shown_path
+from context.workspace import Caller, reads_global_scope, shown_path
 from lib.api import TextField, ToolInput
 from profiles.models import SystemToken
 from profiles.tool_base import ToolApi
@@ -84,7 +83,7 @@ class MemorySearchApi(ToolApi):
             hits = search_documents(
                 user=request.user,
                 agent=caller.agent,
-                include_global=settings.MNEMO_GLOBAL_READABLE,
+                include_global=reads_global_scope(request.user),
                 **data,
             )
         results = [

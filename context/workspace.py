@@ -10,7 +10,8 @@ A caller is an agent token (one agent of one user) or a system token (no user).
   out of reach: reads answer 404 as for a missing file, writes 403.
 - Beyond its own scope an agent token reads its user's granted scopes (Granted): each
   shared scope its user has a ScopeGrant to, and the global scope, which
-  MNEMO_GLOBAL_READABLE grants every user read access to. A read or a tree without a
+  MNEMO_GLOBAL_READABLE grants every user read access to (reads_global_scope, the one
+  place that flag is read). A read or a tree without a
   `scope` takes the user's own document at a path first, then the shared scopes' by slug
   (alphabetical), then the global one; a search finds them all; every result says its
   scope ("user", "agent", "shared:<slug>", "global"). Identity files and agents' notes are
@@ -114,16 +115,27 @@ class Granted:
         return scope & cross_scope_paths(path_field)
 
 
+def reads_global_scope(user: AbstractBaseUser | None) -> bool:
+    """Whether this reader, a user or one of their agents, reads the global (company)
+    documents beyond its own: read-only, while the operator's MNEMO_GLOBAL_READABLE is on.
+    A system token (no user) works in the global scope as its own place, not as a granted
+    one. The one place the flag is read: granted_scopes asks here, and so do the pages
+    (context/selectors.py), memory_search (context/search_api.py), ask_memory and the
+    search box, which pass it to context/search.py as include_global."""
+    return user is not None and bool(settings.MNEMO_GLOBAL_READABLE)
+
+
 def granted_scopes(
     user: AbstractBaseUser | None, *, include_global: bool | None = None
 ) -> list[Granted]:
-    """The scopes the user reads beyond their own, in the order a read prefers them: shared
-    scopes by slug, then the global one (include_global: default MNEMO_GLOBAL_READABLE).
-    Read from the database on each call, so a revoked grant is gone on the next request."""
+    """The scopes the user (and their agents) read beyond their own, in the order a read
+    prefers them: shared scopes by slug, then the global one (include_global: default
+    reads_global_scope). Read from the database on each call, so a revoked grant is gone on
+    the next request."""
     if user is None:
         return []
     if include_global is None:
-        include_global = bool(settings.MNEMO_GLOBAL_READABLE)
+        include_global = reads_global_scope(user)
     grants = ScopeGrant.objects.filter(user=user).select_related("scope").order_by("scope__slug")
     scopes = [Granted(grant.scope.name, grant.scope, grant.writable) for grant in grants]
     if include_global:
