@@ -66,8 +66,6 @@ if TYPE_CHECKING:
 
 
 MAX_TREE_DEPTH = 10
-
-
 PLACES_HELP = (
     " Agent tokens write in the user's documents, or in their private folder "
     "agents/<agent name>/, or with scope shared:<slug> in a shared scope their user may "
@@ -195,7 +193,9 @@ def _pending_review(waiting: services.DocumentReviewRequired) -> Response:
     return Response(PendingReviewSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
-def written(caller: Caller, document: Document) -> dict[str, Any]:
+def written_answer(caller: Caller, document: Document) -> dict[str, Any]:
+    """A change's answer (WrittenSerializer): where the document is, its size and the
+    change's version; the notes tools answer with it too (context/notes_api.py)."""
     return WrittenSerializer(_written_fields(caller, document)).data
 
 
@@ -377,7 +377,7 @@ class DocumentAppendApi(WorkspaceToolApi):
             document = workspace_append(caller=caller, **data)
         except services.DocumentReviewRequired as waiting:
             return _pending_review(waiting)
-        return Response(written(caller, document))
+        return Response(written_answer(caller, document))
 
 
 class DocumentTreeApi(WorkspaceToolApi):

@@ -13,7 +13,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from context import services, well_known
-from context.apis import WorkspaceToolApi, written
+from context.apis import WorkspaceToolApi, written_answer
 from context.serializers import TOOL_TAG, WrittenSerializer, content_field, document_errors
 from context.workspace import workspace_append_daily
 from lib.api import ToolInput
@@ -68,7 +68,8 @@ class DailyAppendApi(WorkspaceToolApi):
     def post(self, request: Request) -> Response:
         content = self.validated(ContentInput)["content"]
         caller = self.caller()
-        return Response(written(caller, workspace_append_daily(caller=caller, content=content)))
+        document = workspace_append_daily(caller=caller, content=content)
+        return Response(written_answer(caller, document))
 
 
 class AgentMemoryAppendApi(WorkspaceToolApi):
@@ -99,7 +100,7 @@ class AgentMemoryAppendApi(WorkspaceToolApi):
         document = well_known.append_agent_memory(
             agent=caller.agent, content=content, actor=caller.actor
         )
-        return Response(written(caller, document))
+        return Response(written_answer(caller, document))
 
 
 class AgentMemoryGetApi(WorkspaceToolApi):
