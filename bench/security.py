@@ -460,7 +460,7 @@ def forge(agent: Agent, content: str, today: str) -> Counter:
 def probe_forgery(browser: Browser, forger: Agent, reader: Agent) -> bool:
     from django.contrib.auth import get_user_model
 
-    from context.services import daily_path, user_timezone
+    from context.well_known import daily_path, user_timezone
     from tests.learning.test_prompt_forgery import (
         HOSTILE,
         MARK,

@@ -18,12 +18,8 @@ from context.models import (
     SharedScope,
 )
 from context.paths import InvalidPath, normalize_path
-from context.services import (
-    document_delete,
-    document_write,
-    scope_grant_revoke,
-    scope_grant_set,
-)
+from context.services import document_delete, document_write
+from context.shared_scopes import scope_grant_revoke, scope_grant_set
 from lib.admin import ReadOnlyAdmin
 from lib.errors import InvalidInput, NotFound
 from profiles.services import agent_check_owner
@@ -170,7 +166,7 @@ class SharedScopeAdmin(admin.ModelAdmin):
     def save_formset(
         self, request: HttpRequest, form: forms.ModelForm, formset: Any, change: bool
     ) -> None:
-        """Grants change through context/services.py, as the share_scope command's do."""
+        """Grants change through context/shared_scopes.py, as the share_scope command's do."""
         if formset.model is not ScopeGrant:
             super().save_formset(request, form, formset, change)
             return

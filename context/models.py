@@ -223,7 +223,7 @@ class DocumentVersion(ActorMixin):
         "llm.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # A default rather than auto_now_add: an import keeps the times of an earlier
-    # account's versions (context/services.py document_versions_replay).
+    # account's versions (context/history.py document_versions_replay).
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     class Meta:

@@ -6,7 +6,8 @@ A scope is named in URLs by a key: "mine" (the user's own documents), "agents/<n
 (private to one of the user's agents), "shared/<slug>" (a shared scope the user holds a
 grant to: editable with read_write, read-only with read) or "company" (the global scope,
 read-only, and only while MNEMO_GLOBAL_READABLE is on). Which scopes a user may read beyond
-their own is context/workspace.py's granted_scopes, read afresh on every request. Writes
+their own is context/workspace.py's granted_scopes, read afresh on every request, and
+whether that includes the company's its reads_global_scope. Writes
 stay in context/services.py.
 """
 
@@ -18,7 +19,6 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
@@ -30,8 +30,15 @@ from context.models import (
     VersionAction,
 )
 from context.paths import InvalidPath, normalize_path
-from context.services import NEWEST_FIRST, daily_path, user_timezone
-from context.workspace import Granted, global_documents, granted_scopes, primary_only
+from context.versions import NEWEST_FIRST
+from context.well_known import daily_path, user_timezone
+from context.workspace import (
+    Granted,
+    global_documents,
+    granted_scopes,
+    primary_only,
+    reads_global_scope,
+)
 from memory.models import ProposalStatus
 from profiles.models import Agent
 
@@ -104,10 +111,6 @@ def scope_shared(*, granted: Granted) -> Scope:
     )
 
 
-def global_documents_readable() -> bool:
-    return bool(settings.MNEMO_GLOBAL_READABLE)
-
-
 def shared_scopes(*, user: AbstractBaseUser) -> list[Scope]:
     """The shared scopes the user holds a grant to, by slug (the grant read now)."""
     return [
@@ -124,7 +127,7 @@ def scope_get(*, user: AbstractBaseUser, key: str) -> Scope | None:
     if key == MINE:
         return scope_mine(user=user)
     if key == COMPANY:
-        return scope_company() if global_documents_readable() else None
+        return scope_company() if reads_global_scope(user) else None
     if key.startswith(AGENT_PREFIX):
         agent = Agent.objects.filter(user=user, name=key.removeprefix(AGENT_PREFIX)).first()
         return scope_of_agent(agent=agent) if agent is not None else None
@@ -154,7 +157,7 @@ def document_scopes(*, user: AbstractBaseUser) -> list[Scope]:
     agents = Agent.objects.filter(user=user, private_documents__isnull=False).distinct()
     scopes = [scope_mine(user=user), *(scope_of_agent(agent=a) for a in agents.order_by("name"))]
     scopes += shared_scopes(user=user)
-    if global_documents_readable():
+    if reads_global_scope(user):
         scopes.append(scope_company())
     return scopes
 
@@ -201,7 +204,7 @@ def _visible(user: AbstractBaseUser) -> Q:
     granted = [scope.shared.pk for scope in shared_scopes(user=user)]
     if granted:
         visible |= Q(user__isnull=True, shared_scope__in=granted)
-    if global_documents_readable():
+    if reads_global_scope(user):
         visible |= global_documents()
     return visible
 

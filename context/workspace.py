@@ -10,7 +10,8 @@ A caller is an agent token (one agent of one user) or a system token (no user).
   out of reach: reads answer 404 as for a missing file, writes 403.
 - Beyond its own scope an agent token reads its user's granted scopes (Granted): each
   shared scope its user has a ScopeGrant to, and the global scope, which
-  MNEMO_GLOBAL_READABLE grants every user read access to. A read or a tree without a
+  MNEMO_GLOBAL_READABLE grants every user read access to (reads_global_scope, the one
+  place that flag is read). A read or a tree without a
   `scope` takes the user's own document at a path first, then the shared scopes' by slug
   (alphabetical), then the global one; a search finds them all; every result says its
   scope ("user", "agent", "shared:<slug>", "global"). Identity files and agents' notes are
@@ -49,10 +50,10 @@ from context.services import (
     IDENTITY_FILES,
     MEMORY_PATH,
     PROFILE_PATH,
-    TreeEntry,
-    TreeRow,
-    tree_rows,
 )
+from context.tree import TreeEntry, TreeRow, tree_entries, tree_rows
+from context.versions import document_latest_version_id
+from context.well_known import append_daily_memory, daily_log_line, daily_path, user_timezone
 from lib.errors import Forbidden, InvalidInput, NotFound
 from memory.visibility import reads_all_memory
 from profiles.models import ReadRule
@@ -114,16 +115,27 @@ class Granted:
         return scope & cross_scope_paths(path_field)
 
 
+def reads_global_scope(user: AbstractBaseUser | None) -> bool:
+    """Whether this reader, a user or one of their agents, reads the global (company)
+    documents beyond its own: read-only, while the operator's MNEMO_GLOBAL_READABLE is on.
+    A system token (no user) works in the global scope as its own place, not as a granted
+    one. The one place the flag is read: granted_scopes asks here, and so do the pages
+    (context/selectors.py), memory_search (context/search_api.py), ask_memory and the
+    search box, which pass it to context/search.py as include_global."""
+    return user is not None and bool(settings.MNEMO_GLOBAL_READABLE)
+
+
 def granted_scopes(
     user: AbstractBaseUser | None, *, include_global: bool | None = None
 ) -> list[Granted]:
-    """The scopes the user reads beyond their own, in the order a read prefers them: shared
-    scopes by slug, then the global one (include_global: default MNEMO_GLOBAL_READABLE).
-    Read from the database on each call, so a revoked grant is gone on the next request."""
+    """The scopes the user (and their agents) read beyond their own, in the order a read
+    prefers them: shared scopes by slug, then the global one (include_global: default
+    reads_global_scope). Read from the database on each call, so a revoked grant is gone on
+    the next request."""
     if user is None:
         return []
     if include_global is None:
-        include_global = bool(settings.MNEMO_GLOBAL_READABLE)
+        include_global = reads_global_scope(user)
     grants = ScopeGrant.objects.filter(user=user).select_related("scope").order_by("scope__slug")
     scopes = [Granted(grant.scope.name, grant.scope, grant.writable) for grant in grants]
     if include_global:
@@ -343,7 +355,7 @@ def _write_daily_log(
             "whatever it holds.",
             field="base_version",
         )
-    path, line = services.daily_log_line(user=caller.user, content=content)
+    path, line = daily_log_line(user=caller.user, content=content)
     return workspace_append(caller=caller, path=path, content=line, scope=scope)
 
 
@@ -411,9 +423,9 @@ def workspace_delete(
 def workspace_append_daily(*, caller: Caller, content: str) -> Document:
     """A line in today's daily log of the caller's own scope (global: UTC dates)."""
     if not caller.is_system:  # the agent's folder rule binds its daily log too
-        today = timezone.now().astimezone(services.user_timezone(caller.user)).date()
-        _check_folder_rule(caller, services.daily_path(today), writing=True)
-    return services.append_daily_memory(user=caller.user, content=content, actor=caller.actor)
+        today = timezone.now().astimezone(user_timezone(caller.user)).date()
+        _check_folder_rule(caller, daily_path(today), writing=True)
+    return append_daily_memory(user=caller.user, content=content, actor=caller.actor)
 
 
 def workspace_tree(
@@ -429,7 +441,7 @@ def workspace_tree(
         rows = tree_rows(Document.objects.filter(named.documents(), path__startswith=prefix))
     else:
         rows = _visible_rows(caller, prefix, across=not scope)
-    entries = services.tree_entries(rows, folder=folder, depth=depth)
+    entries = tree_entries(rows, folder=folder, depth=depth)
     if folder and not entries:
         raise NotFound(f"No folder '{folder}'.", field="path")
     return entries
@@ -512,7 +524,7 @@ def _reads_other_version(caller: Caller, place: Place, version_id: int) -> bool:
     return (
         other is not None
         and not Document.objects.filter(user=place.user, agent=None, path=place.path).exists()
-        and services.document_latest_version_id(other) == version_id
+        and document_latest_version_id(other) == version_id
     )
 
 

@@ -23,10 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from django.conf import settings
-
 from context.search import search_documents
-from context.workspace import Caller, shown_path
+from context.workspace import Caller, reads_global_scope, shown_path
 from lib.data_fence import data_block
 from lib.errors import InvalidInput, LLMNotConfigured
 from llm.client import LLMBudgetReached, LLMUnavailable, complete, model_token_counter
@@ -179,7 +177,7 @@ def top_results(*, user: AbstractBaseUser, agent: Agent, question: str) -> list[
     documents = search_documents(
         user=user,
         agent=agent,
-        include_global=settings.MNEMO_GLOBAL_READABLE,
+        include_global=reads_global_scope(user),
         query=question,
         limit=DOCUMENT_RESULTS,
     )

@@ -51,7 +51,7 @@ from django.utils import timezone
 from activity import events
 from activity.actors import Actor
 from context.models import Document
-from context.services import daily_path, user_timezone
+from context.well_known import daily_path, user_timezone
 from learning.models import (
     MAX_WEBHOOK_ATTEMPTS,
     HeartbeatRun,
@@ -164,7 +164,7 @@ def heartbeat_messages(
 
 
 def _daily_log(user: AbstractBaseUser, day: datetime.date) -> str:
-    # The path append_daily_memory writes for that local day (context/services.py).
+    # The path append_daily_memory writes for that local day (context/well_known.py).
     body = (
         Document.objects.filter(user=user, agent__isnull=True, path=daily_path(day))
         .values_list("body", flat=True)

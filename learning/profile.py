@@ -44,7 +44,8 @@ from activity import events
 from activity.actors import Actor
 from activity.models import EventType
 from context.models import Document, DocumentVersion
-from context.services import NEWEST_FIRST, PROFILE_PATH, document_write
+from context.services import PROFILE_PATH, document_write
+from context.versions import NEWEST_FIRST
 from learning.outcomes import ProfileOutcome, ProfileStatus
 from lib.errors import LLMNotConfigured, MemoryPaused, SecretRefused, VersionConflict
 from llm.client import (

@@ -57,12 +57,10 @@ from context.services import (
     AGENT_MEMORY_PATH,
     BOOTSTRAP_PATH,
     MEMORY_PATH,
-    agent_memory_get,
-    daily_path,
     document_delete,
     document_list,
-    user_timezone,
 )
+from context.well_known import agent_memory_get, daily_path, user_timezone
 from context.workspace import folder_rule, granted_scopes, private_folder
 from learning.profile import PROFILE_PATH, cap_profile, count_bullets, load_profile
 from lib.data_fence import data_block

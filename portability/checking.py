@@ -49,8 +49,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from activity.actors import Actor, ActorKind
+from context.history import PastVersion, past_version_problem
 from context.paths import REFUSED_CATEGORIES, normalize_path
-from context.services import MAX_BODY_BYTES, PastVersion, past_version_problem
+from context.services import MAX_BODY_BYTES
 from lib.errors import ServiceError
 from lib.json_depth import MAX_JSON_DEPTH, json_nesting_exceeds
 from lib.tags import clean_tags

@@ -46,16 +46,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from activity.actors import Actor, ActorKind
+from context.history import PastVersion, document_versions_replay, past_version_problem
 from context.models import Document
 from context.paths import normalize_path
-from context.services import (
-    MAX_BODY_BYTES,
-    PastVersion,
-    document_delete,
-    document_versions_replay,
-    document_write,
-    past_version_problem,
-)
+from context.services import MAX_BODY_BYTES, document_delete, document_write
 from lib.errors import NotFound, ServiceError
 from memory.models import Memory
 from memory.services import (

@@ -24,7 +24,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
-from context import selectors, services
+from context import history, selectors, services, tree, versions, well_known
 from context.forms import DailyLineForm, DocumentCreateForm, DocumentEditForm
 from context.models import Document, DocumentVersion, VersionAction
 from context.paths import MAX_PATH_LENGTH, normalize_folder, normalize_path
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
     from django.template.response import TemplateResponse
 
-    from context.services import TreeEntry
+    from context.tree import TreeEntry
 
 PAGE = "pages/documents.html"
 PANEL_ID = "doc-panel"
@@ -134,7 +134,7 @@ def _sections(user: AbstractBaseUser, current: tuple[str, str]) -> list[Section]
     current_scope, current_path = current
     sections = []
     for scope in selectors.document_scopes(user=user):
-        entries = services.document_tree(**scope.where, depth=TREE_DEPTH)
+        entries = tree.document_tree(**scope.where, depth=TREE_DEPTH)
         path = current_path if scope.key == current_scope else ""
         sections.append(Section(scope=scope, nodes=_nest(scope, entries, path)))
     return sections
@@ -281,9 +281,7 @@ def _history_panel(request: HtmxHttpRequest, scope: Scope, path: str) -> dict[st
     document = selectors.document_get(scope=scope, path=path)
     if document is None and not selectors.document_has_history(scope=scope, path=path):
         raise Http404("No such document.")
-    rows = list(
-        selectors.versions_with_actors(services.document_versions(**scope.where, path=path))
-    )
+    rows = list(selectors.versions_with_actors(history.document_versions(**scope.where, path=path)))
     for row in rows:
         row.who = who(request, row)
         row.restorable = document is None or row.body != document.body
@@ -323,7 +321,7 @@ def _today_panel(request: HtmxHttpRequest, form: DailyLineForm | None = None) ->
     return {
         "panel": "today",
         "today_path": path,
-        "timezone_name": str(services.user_timezone(user)),
+        "timezone_name": str(well_known.user_timezone(user)),
         "daily_form": form or DailyLineForm(),
         "current": (MINE, path),
     }
@@ -372,7 +370,7 @@ def folder_page(request: HtmxHttpRequest, scope: str, path: str) -> TemplateResp
     found = _get_scope_for_user(request.user, scope)
     try:
         folder = normalize_folder(path)
-        entries = services.document_tree(**found.where, path=folder)
+        entries = tree.document_tree(**found.where, path=folder)
     except ServiceError as error:
         raise Http404("No such folder.") from error
     panel = {
@@ -434,7 +432,7 @@ def document_edit(request: HtmxHttpRequest, scope: str, path: str) -> HttpRespon
     if request.method != "POST":
         document = _get_document_for_user(found, path)
         form = DocumentEditForm(initial={"content": document.body})
-        latest = services.document_latest_version_id(document)
+        latest = versions.document_latest_version_id(document)
         return _respond(request, _edit_panel(found, document, form, base_version=latest))
     return _save(request, found, path)
 
@@ -495,7 +493,7 @@ def _edit_error(
     version's id (none for a deleted document), so saving again is a deliberate choice to
     replace what changed; otherwise the version the user started from."""
     if conflict:
-        base_version = services.document_latest_version_id(document)
+        base_version = versions.document_latest_version_id(document)
     else:
         base_version = form.data.get("base_version") or None
     panel = _edit_panel(scope, document, form, base_version=base_version, conflict=conflict)
@@ -547,7 +545,7 @@ def version_restore(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
     if not selectors.path_writable(scope=scope, path=version.path):
         raise PermissionDenied(selectors.shared_path_refusal(version.path))
     try:
-        document = services.document_restore(
+        document = history.document_restore(
             user=request.user,
             shared_scope=scope.shared,
             version_id=version.pk,
@@ -583,7 +581,7 @@ def _add_daily_line(request: HtmxHttpRequest, mine: Scope) -> HttpResponse:
     form = DailyLineForm(request.POST)
     if form.is_valid():
         try:
-            document = services.append_daily_memory(
+            document = well_known.append_daily_memory(
                 user=request.user, content=form.cleaned_data["line"], actor=_actor(request)
             )
         except ServiceError as error:

@@ -3,7 +3,7 @@ items' (work/views.py): the documents deleted in the last days and not restored 
 user's own, their agents' and those of the shared scopes they may write, each with who
 deleted it and when, Restore and its versions.
 
-Restore goes through context.services.document_restore with create_only: a document written
+Restore goes through context.history.document_restore with create_only: a document written
 at the same path since is never overwritten from here; the row says so and links to it (its
 history can still restore the deleted version over it, deliberately).
 """
@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
-from context import selectors, services
+from context import history, selectors
 from lib.errors import NotFound, VersionConflict
 from lib.pages import HtmxHttpRequest, done, render_page, who
 
@@ -59,7 +59,7 @@ def deleted_document_restore(request: HtmxHttpRequest, version_id: int) -> HttpR
     if not selectors.path_writable(scope=scope, path=version.path):
         raise PermissionDenied(selectors.shared_path_refusal(version.path))
     try:
-        restored = services.document_restore(
+        restored = history.document_restore(
             user=request.user,
             shared_scope=scope.shared,
             version_id=version.pk,

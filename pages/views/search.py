@@ -28,7 +28,8 @@ from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from context.search import DocumentHit, search_everything
-from context.selectors import global_documents_readable, scope_of_row
+from context.selectors import scope_of_row
+from context.workspace import reads_global_scope
 from lib.errors import InvalidInput
 from lib.pages import HtmxHttpRequest, render_page
 from memory.keys import ENTRY_KINDS
@@ -143,7 +144,7 @@ def _results(user: AbstractBaseUser, query: str, *, closest: bool) -> dict[str, 
         user=user,
         query=query,
         limit=RESULT_LIMIT,
-        include_global=global_documents_readable(),
+        include_global=reads_global_scope(user),
         closest=closest,
     )
     return {

@@ -9,7 +9,8 @@ from playwright.sync_api import Page, expect
 
 from activity.actors import Actor
 from context.models import Document
-from context.services import document_write, scope_grant_set, shared_scope_create
+from context.services import document_write
+from context.shared_scopes import scope_grant_set, shared_scope_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent
+from context.history import document_restore
 from context.models import Document, DocumentVersion
 from context.paths import InvalidPath
-from context.services import MAX_BODY_BYTES, document_restore, document_write
+from context.services import MAX_BODY_BYTES, document_write
 from memory.services import memory_upsert
 from profiles.services import profile_update, system_token_create, token_create, token_revoke
 from tests.factories import AgentFactory

@@ -12,15 +12,11 @@ from django.utils import timezone
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
+from context.history import document_restore
 from context.models import Document, DocumentChunk, DocumentVersion, VersionAction
 from context.selectors import deleted_document_list, version_states
-from context.services import (
-    document_delete,
-    document_restore,
-    document_write,
-    scope_grant_set,
-    shared_scope_create,
-)
+from context.services import document_delete, document_write
+from context.shared_scopes import scope_grant_set, shared_scope_create
 from lib.errors import NotFound, VersionConflict
 from tests.factories import AgentFactory
 

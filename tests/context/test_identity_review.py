@@ -239,7 +239,7 @@ def test_the_service_refuses_agents_whatever_calls_it(alice, alice_agent):
 
 def test_identity_files_in_a_shared_scope_stay_forbidden(call_tool, alice, alice_token):
     from context.models import GrantAccess
-    from context.services import scope_grant_set, shared_scope_create
+    from context.shared_scopes import scope_grant_set, shared_scope_create
 
     team = shared_scope_create(slug="team")
     scope_grant_set(scope=team, user=alice, access=GrantAccess.READ_WRITE)

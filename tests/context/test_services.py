@@ -6,23 +6,23 @@ from django.db import connection
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, AppendOnlyError
+from context.history import document_restore, document_versions
 from context.models import Document, DocumentChunk, DocumentVersion
 from context.services import (
     MAX_BODY_BYTES,
-    TreeEntry,
+    document_append,
+    document_delete,
+    document_list,
+    document_read,
+    document_write,
+)
+from context.tree import TreeEntry, document_tree
+from context.versions import document_latest_version_id
+from context.well_known import (
     agent_memory_get,
     append_agent_memory,
     append_daily_memory,
     append_memory,
-    document_append,
-    document_delete,
-    document_latest_version_id,
-    document_list,
-    document_read,
-    document_restore,
-    document_tree,
-    document_versions,
-    document_write,
 )
 from lib.errors import Conflict, InvalidInput, MemoryPaused, NotFound, VersionConflict
 from memory.services import memory_upsert

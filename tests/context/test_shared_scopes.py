@@ -14,15 +14,10 @@ from django.test import Client
 
 from activity.actors import Actor
 from activity.models import ActivityEvent
+from context.history import document_restore
 from context.models import Document, DocumentChunk, DocumentVersion, ScopeGrant, SharedScope
-from context.services import (
-    document_delete,
-    document_restore,
-    document_write,
-    scope_grant_revoke,
-    scope_grant_set,
-    shared_scope_create,
-)
+from context.services import document_delete, document_write
+from context.shared_scopes import scope_grant_revoke, scope_grant_set, shared_scope_create
 from profiles.services import system_token_create, token_create
 from tests.factories import AgentFactory
 

@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from activity.actors import Actor
 from context.models import Document
-from context.services import document_write, scope_grant_set, shared_scope_create
+from context.services import document_write
+from context.shared_scopes import scope_grant_set, shared_scope_create
 from memory.services import memory_upsert
 from profiles.services import system_token_create, token_create
 from tests.factories import AgentFactory

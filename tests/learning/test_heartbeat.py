@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
-from context.services import document_write, user_timezone
+from context.services import document_write
+from context.well_known import user_timezone
 from learning import heartbeat, tasks
 from learning.models import HeartbeatRun, RunOutcome, RunTrigger, WebhookStatus
 from llm.models import LLMCall

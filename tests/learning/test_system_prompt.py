@@ -11,7 +11,8 @@ from drf_spectacular.generators import SchemaGenerator
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
-from context.services import append_agent_memory, document_write
+from context.services import document_write
+from context.well_known import append_agent_memory
 from learning.profile import PROFILE_PATH, SECTIONS, render_profile
 from learning.system_prompt import (
     BOOTSTRAP_NOTE,

@@ -9,7 +9,8 @@ from django.contrib.messages import get_messages
 
 from activity.actors import Actor
 from context.models import Document
-from context.services import document_latest_version_id, document_write
+from context.services import document_write
+from context.versions import document_latest_version_id
 from memory.models import Memory
 from memory.services import memory_upsert
 

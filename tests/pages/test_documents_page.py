@@ -11,11 +11,8 @@ from django.utils import timezone
 
 from activity.actors import Actor
 from context.models import Document, DocumentVersion
-from context.services import (
-    document_delete,
-    document_latest_version_id,
-    document_write,
-)
+from context.services import document_delete, document_write
+from context.versions import document_latest_version_id
 from memory.services import memory_upsert
 
 pytestmark = pytest.mark.django_db

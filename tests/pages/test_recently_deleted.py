@@ -10,12 +10,8 @@ import pytest
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from context.models import Document, DocumentVersion
-from context.services import (
-    document_delete,
-    document_write,
-    scope_grant_set,
-    shared_scope_create,
-)
+from context.services import document_delete, document_write
+from context.shared_scopes import scope_grant_set, shared_scope_create
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,8 @@ from django.utils import timezone
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from context.models import Document, DocumentVersion
-from context.services import append_agent_memory, document_write
+from context.services import document_write
+from context.well_known import append_agent_memory
 from memory.models import Memory, MemoryHistory, MemoryProposal, Source
 from memory.services import memory_upsert
 from portability import export as export_module

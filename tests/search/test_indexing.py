@@ -20,14 +20,10 @@ from kombu.exceptions import OperationalError
 
 from activity.actors import Actor
 from config.celery import app as celery_app
+from context.history import document_restore
 from context.models import DocumentChunk, DocumentVersion
-from context.services import (
-    append_daily_memory,
-    document_append,
-    document_delete,
-    document_restore,
-    document_write,
-)
+from context.services import document_append, document_delete, document_write
+from context.well_known import append_daily_memory
 from memory.models import Memory, MemoryHistory
 from memory.services import memory_delete, memory_restore, memory_update, memory_upsert
 from search import indexing, tasks

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.db.models import Count
 
-from context import services
+from context import shared_scopes
 from context.models import GrantAccess, ScopeGrant, SharedScope
 from lib.errors import ServiceError
 
@@ -64,10 +64,12 @@ class Command(BaseCommand):
                 scope = self._scope(slug, create=options["create"], about=options["description"])
                 access = GrantAccess.READ_WRITE if options["write"] else GrantAccess.READ
                 for username in options["grant"]:
-                    services.scope_grant_set(scope=scope, user=self._user(username), access=access)
+                    shared_scopes.scope_grant_set(
+                        scope=scope, user=self._user(username), access=access
+                    )
                     self.stdout.write(f"Granted {username} {access} on {scope.name}.")
                 for username in options["revoke"]:
-                    if services.scope_grant_revoke(scope=scope, user=self._user(username)):
+                    if shared_scopes.scope_grant_revoke(scope=scope, user=self._user(username)):
                         self.stdout.write(f"Revoked {username} on {scope.name}.")
                     else:
                         self.stdout.write(f"{username} had no grant on {scope.name}.")
@@ -78,7 +80,7 @@ class Command(BaseCommand):
 
     def _scope(self, slug: str, *, create: bool, about: str) -> SharedScope:
         if create:
-            scope = services.shared_scope_create(slug=slug, description=about)
+            scope = shared_scopes.shared_scope_create(slug=slug, description=about)
             self.stdout.write(f"Created {scope.name}.")
             return scope
         scope = SharedScope.objects.filter(slug=slug).first()
