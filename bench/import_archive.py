@@ -81,14 +81,15 @@ def main() -> None:
         f"{verdict(seconds <= TARGET_SECONDS)}"
     )
     check = _check_seconds(target, upload)
-    print(f"check      {check:.1f} s: the check alone (portability/checking.py), included above")
+    print(f"check      {check:.1f} s: the check alone (portability/validation/), included above")
 
 
 def _check_seconds(user: object, upload: SimpleUploadedFile) -> float:
-    """The check the job runs before writing (portability/checking.py), timed alone on the
+    """The check the job runs before writing (portability/validation/), timed alone on the
     same archive: it reads every member once and writes nothing to the account."""
-    from portability.checking import check_archive
-    from portability.importing import Report, import_job_create
+    from portability.importing import import_job_create
+    from portability.report import Report
+    from portability.validation.archive import check_archive
 
     upload.seek(0)
     job = import_job_create(user=user, kind="mnemo", mode="merge", upload=upload)

@@ -447,7 +447,7 @@ MNEMO_API_MAX_BODY_BYTES = 4 * 1024 * 1024
 MNEMO_IMPORT_MAX_BYTES = env_int("MNEMO_IMPORT_MAX_MB", default=256, minimum=1) * 1024 * 1024
 # What one import may unpack into an account, all of an archive's files together: the bound
 # on the worker's time and the database's growth whatever the zip's size
-# (portability/checking.py refuses a larger archive before writing anything).
+# (portability/validation/archive.py refuses a larger archive before writing anything).
 MNEMO_IMPORT_MAX_UNPACKED_BYTES = (
     env_int("MNEMO_IMPORT_MAX_UNPACKED_MB", default=512, minimum=1) * 1024 * 1024
 )

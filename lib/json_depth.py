@@ -1,6 +1,6 @@
 """How deep a JSON text nests, found without parsing it: json.loads recurses, so a deep
 enough text ends in a RecursionError instead of an answer. The agent API (lib/api.py) and
-the import (portability/checking.py) refuse deeper texts before parsing them."""
+the import (portability/validation/reading.py) refuse deeper texts before parsing them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Import and export jobs in the Django admin: read-only, like the other logs. A job is
-written by portability/importing.py or portability/exporting.py alone (a page creates it,
-the worker runs it, beat's sweep sends a stalled one again)."""
+written by portability/importing.py (its progress and summary by portability/report.py) or
+portability/exporting.py alone (a page creates it, the worker runs it, beat's sweep sends a
+stalled one again)."""
 
 from django.contrib import admin
 

@@ -1,5 +1,6 @@
-"""The Mnemo export format, version 1: what `portability/export.py` writes and
-`portability/importing*.py` reads. One zip archive (deflated), its members:
+"""The Mnemo export format, version 1: what `portability/export.py` writes and the import
+reads (`portability/validation/`, `portability/applying.py`). One zip archive (deflated),
+its members:
 
 - `profile.json`: the account's settings, an object with `token_budget`,
   `memory_paused`, `review_agent_memories`, `auto_learn`, `profile_budget`,
@@ -40,7 +41,7 @@
   `documents/` and `work/`) to its number of lines or members; `files` maps every other
   member's name to `{"sha256": hex digest of its bytes, "bytes": its length}` (plus
   `agent` and `path` for documents). An archive holds these members and nothing else:
-  the import refuses one the manifest does not list (portability/checking.py).
+  the import refuses one the manifest does not list (portability/validation/archive.py).
 
 An actor everywhere is `{"type": "user" | "agent" | "system", "agent": name or null}`.
 No ids, embeddings or search columns are exported; the work file name's id is only there

@@ -40,9 +40,9 @@ from memory.models import MAX_VALUE_LENGTH, Memory
 from memory.occurrence import MAX_YEAR, MIN_YEAR, session_problem
 from memory.services import MAX_TAGS, memory_store
 from memory.snapshots import UNSTORABLE
-from portability.checking import ArchiveRefused, parse_json, parse_time
-from portability.importing import Report
 from portability.models import ImportKind
+from portability.report import Report
+from portability.validation.reading import ArchiveRefused, parse_json, parse_time
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser

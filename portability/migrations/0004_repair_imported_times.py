@@ -6,7 +6,7 @@ small"), so every page reading the row failed; a time past 9999 in UTC fails the
 Replayed history (memory history, document versions) and the creation time another tool's
 memory kept (portability/importers.py) were written so. Such a time becomes 1970-01-01
 (too early) or the moment of the migration (too late); the import now refuses both
-(portability/checking.py parse_time).
+(portability/validation/reading.py parse_time).
 """
 
 from django.db import migrations

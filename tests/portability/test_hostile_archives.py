@@ -29,16 +29,13 @@ from context.models import Document, DocumentVersion
 from context.services import document_write
 from memory.models import Memory, MemoryHistory
 from memory.services import memory_upsert
+from portability import applying, importing
 from portability import format as fmt
-from portability import importing
-from portability.checking import MAX_LINE_BYTES, MAX_RATIO, RATIO_FLOOR_BYTES
-from portability.importing import (
-    MAX_LISTED_REFUSALS,
-    Report,
-    import_job_create,
-    import_job_run,
-)
+from portability.importing import import_job_create, import_job_run
 from portability.models import ImportJob, ImportStatus
+from portability.report import MAX_LISTED_REFUSALS, Report
+from portability.validation.archive import MAX_RATIO, RATIO_FLOOR_BYTES
+from portability.validation.reading import MAX_LINE_BYTES
 from profiles.models import Agent, Profile
 from profiles.services import agent_get_or_create, token_create
 from tests.portability import zips
@@ -621,7 +618,7 @@ def test_a_worker_that_fails_ends_the_job_failed_with_the_reason(account, pages,
     def broken(**kwargs):
         raise RuntimeError("the disk is on fire")
 
-    monkeypatch.setattr(importing, "document_write", broken)
+    monkeypatch.setattr(applying, "document_write", broken)
     data = zips.build(_good(**{"documents/new.md": b"# New\n"}))
 
     job = run(account, data)

@@ -1,5 +1,6 @@
-"""Import of a Mnemo export (portability/importing.py): the round trip, merge and replace,
-refusals of bad input item by item, isolation, the job and its page."""
+"""Import of a Mnemo export (portability/importing.py, portability/applying.py): the round
+trip, merge and replace, refusals of bad input item by item, isolation, the job and its
+page."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ from context.models import Document
 from memory.models import Memory, MemoryHistory
 from memory.services import memory_upsert
 from portability import format as fmt
-from portability.checking import MAX_LINE_BYTES, jsonl_records, member_digest
 from portability.export import write_export
 from portability.importing import import_job_create, import_job_run
 from portability.models import ImportJob, ImportStatus
+from portability.validation.reading import MAX_LINE_BYTES, jsonl_records, member_digest
 from tests.factories import UserFactory
 from work.models import WorkItem
 

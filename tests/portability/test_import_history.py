@@ -1,6 +1,7 @@
-"""What an import keeps besides the current state (portability/importing.py): the earlier
-history of the memories and documents it creates, agents' descriptions, and jobs whose
-worker stopped (beat's sweep sends them again, up to three attempts)."""
+"""What an import keeps besides the current state (portability/importing.py,
+portability/replaying.py): the earlier history of the memories and documents it creates,
+agents' descriptions, and jobs whose worker stopped (beat's sweep sends them again, up to
+three attempts)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """An import's profile.json goes through the same webhook check as Settings
-(portability/importing.py _import_settings → profiles/services.py profile_set_heartbeat):
+(portability/applying.py _import_settings → profiles/services.py profile_set_heartbeat):
 a URL inside the network is refused with the reason and no setting of it changes."""
 
 from __future__ import annotations
