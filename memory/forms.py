@@ -1,4 +1,4 @@
-"""Forms of the Context page (pages/views/context.py).
+"""Forms of the Context page (pages/views/context_page.py and its tabs' modules).
 
 They check the shape of what was typed. Where one Save makes several writes (the profile,
 a platform's styles, an entry's kind and text) they also validate each value the way the
@@ -358,7 +358,7 @@ class EntryBulkForm(forms.Form):
         return cleaned
 
 
-# What the user types to delete all their memories (pages/views/context.py delete_all).
+# What the user types to delete all their memories (pages/views/context_bulk.py delete_all).
 DELETE_ALL_PHRASE = "delete all"
 
 

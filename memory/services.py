@@ -978,13 +978,12 @@ def memory_restore(
     if entry is None:
         raise NotFound(f"No history entry {history_id}.", field="history_id")
     expected: Any = UNSET
-    if not undo:
-        state = entry.after if entry.after is not None else entry.before
-    elif entry.before is None or entry.action in (HistoryAction.RENAME, HistoryAction.MERGE):
-        raise InvalidInput(
-            f"History entry {history_id} cannot be undone this way.", field="history_id"
-        )
-    else:
+    key, state = restore_target(entry)
+    if undo:
+        if entry.before is None or entry.action in (HistoryAction.RENAME, HistoryAction.MERGE):
+            raise InvalidInput(
+                f"History entry {history_id} cannot be undone this way.", field="history_id"
+            )
         state = entry.before
         expected = entry.after  # None for a deletion: the key must have no memory
     # A stored state is not trusted (memory/snapshots.py): an older import kept any shape.
@@ -995,13 +994,23 @@ def memory_restore(
     # A note's history row names its agent: it comes back as that agent's note.
     return _write(
         user=user,
-        key=entry.memory.key if entry.memory is not None else entry.key,
+        key=key,
         fields=state_fields(state),
         actor=actor,
         action=HistoryAction.RESTORE,
         expected=expected,
         owner_agent=entry.owner_agent,
     )
+
+
+def restore_target(entry: MemoryHistory) -> tuple[str, Any]:
+    """What memory_restore (not undoing) writes back for a history row, as (key, state):
+    the state the change produced, or for a deletion the state it removed; under the key
+    its memory has now (a memory renamed since comes back under that, not beside it under
+    the old one), else the row's key. The state is as stored: check it with state_problem.
+    The history page offers a restore by this (pages/views/context_history.py)."""
+    key = entry.memory.key if entry.memory is not None else entry.key
+    return key, entry.after if entry.after is not None else entry.before
 
 
 def _check_expected(key: str, memory: Memory | None, expected: dict[str, Any] | None) -> None:

@@ -8,7 +8,20 @@ path, so any path (even one ending in /edit) stays unambiguous.
 
 from django.urls import path, register_converter
 
-from pages.views import activity, context, documents, documents_deleted, nav, search, settings
+from pages.views import (
+    activity,
+    context_bulk,
+    context_entries,
+    context_history,
+    context_page,
+    context_profile,
+    context_styles,
+    documents,
+    documents_deleted,
+    nav,
+    search,
+    settings,
+)
 
 app_name = "pages"
 
@@ -29,27 +42,32 @@ class ScopeConverter:
 register_converter(ScopeConverter, "scope")
 
 urlpatterns = [
-    # The Context page (pages/views/context.py): its tabs, the preview, memory history.
-    path("", context.context_page, name="context"),
-    path("preview/", context.context_preview, name="context_preview"),
-    path("preview/budget/", context.budget_save, name="budget_save"),
-    path("profile/", context.profile_save, name="profile_save"),
-    path("styles/add/", context.style_add, name="style_add"),
-    path("styles/<str:platform>/", context.style_save, name="style_save"),
-    path("styles/<str:platform>/remove/", context.style_remove, name="style_remove"),
-    path("entries/add/", context.entry_add, name="entry_add"),
-    path("memories/<int:pk>/", context.entry_row, name="entry_row"),
-    path("memories/<int:pk>/edit/", context.entry_edit, name="entry_edit"),
-    path("memories/<int:pk>/pin/", context.entry_pin, name="entry_pin"),
-    path("memories/<int:pk>/delete/", context.entry_delete, name="entry_delete"),
-    path("memories/<int:pk>/share/", context.note_share, name="note_share"),
-    path("entries/bulk/", context.entries_bulk, name="entries_bulk"),
-    path("memories/delete-all/", context.delete_all, name="delete_all"),
-    path("memories/batches/<uuid:batch>/undo/", context.batch_undo, name="batch_undo"),
-    path("memories/<int:pk>/history/", context.memory_history, name="memory_history"),
-    path("history/<int:history_id>/", context.history_detail, name="history_detail"),
-    path("history/<int:history_id>/restore/", context.history_restore, name="history_restore"),
-    path("deleted/", context.deleted_memories, name="deleted_memories"),
+    # The Context page (pages/views/context_page.py): its tabs and the preview.
+    path("", context_page.context_page, name="context"),
+    path("preview/", context_page.context_preview, name="context_preview"),
+    path("preview/budget/", context_page.budget_save, name="budget_save"),
+    # Its Profile, Styles and Entries tabs' writes (pages/views/context_profile.py,
+    # context_styles.py, context_entries.py; many entries at once, context_bulk.py).
+    path("profile/", context_profile.profile_save, name="profile_save"),
+    path("styles/add/", context_styles.style_add, name="style_add"),
+    path("styles/<str:platform>/", context_styles.style_save, name="style_save"),
+    path("styles/<str:platform>/remove/", context_styles.style_remove, name="style_remove"),
+    path("entries/add/", context_entries.entry_add, name="entry_add"),
+    path("memories/<int:pk>/", context_entries.entry_row, name="entry_row"),
+    path("memories/<int:pk>/edit/", context_entries.entry_edit, name="entry_edit"),
+    path("memories/<int:pk>/pin/", context_entries.entry_pin, name="entry_pin"),
+    path("memories/<int:pk>/delete/", context_entries.entry_delete, name="entry_delete"),
+    path("memories/<int:pk>/share/", context_entries.note_share, name="note_share"),
+    path("entries/bulk/", context_bulk.entries_bulk, name="entries_bulk"),
+    path("memories/delete-all/", context_bulk.delete_all, name="delete_all"),
+    path("memories/batches/<uuid:batch>/undo/", context_bulk.batch_undo, name="batch_undo"),
+    # Each memory's history and Recently deleted (pages/views/context_history.py).
+    path("memories/<int:pk>/history/", context_history.memory_history, name="memory_history"),
+    path("history/<int:history_id>/", context_history.history_detail, name="history_detail"),
+    path(
+        "history/<int:history_id>/restore/", context_history.history_restore, name="history_restore"
+    ),
+    path("deleted/", context_history.deleted_memories, name="deleted_memories"),
     # Its Documents tab (pages/views/documents.py).
     path("documents/", documents.documents_page, name="documents"),
     path("documents/new/", documents.document_new, name="document_new"),

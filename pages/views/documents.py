@@ -33,7 +33,8 @@ from lib.credentials import saved_warning
 from lib.errors import Conflict, NotFound, ServiceError
 from lib.markdown import render_markdown
 from lib.pages import HtmxHttpRequest, add_service_error, done, render_page, target_partial, who
-from pages.views.context import context_tab_links
+from memory.selectors import user_zone
+from pages.views.context_shared import context_tab_links
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -321,7 +322,7 @@ def _today_panel(request: HtmxHttpRequest, form: DailyLineForm | None = None) ->
     return {
         "panel": "today",
         "today_path": path,
-        "timezone_name": str(well_known.user_timezone(user)),
+        "timezone_name": str(user_zone(user)),
         "daily_form": form or DailyLineForm(),
         "current": (MINE, path),
     }

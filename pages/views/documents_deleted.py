@@ -1,4 +1,4 @@
-"""Recently deleted documents, beside the memories' (pages/views/context.py) and the work
+"""Recently deleted documents, beside the memories' (pages/views/context_history.py) and the work
 items' (work/views.py): the documents deleted in the last days and not restored since, the
 user's own, their agents' and those of the shared scopes they may write, each with who
 deleted it and when, Restore and its versions.

@@ -15,7 +15,7 @@
 //   `Mnemo-Keep` header, the ids of the elements inside it that hold typing: those marked
 //   `data-keep="open"` (an open entry editor) always, `data-keep="dirty"` (a style row) when
 //   edited. The server marks them `hx-preserve` in its answer, so htmx keeps the live
-//   elements, typed text included (pages/views/context.py `_kept`).
+//   elements, typed text included (pages/views/context_shared.py `kept_ids`).
 (function () {
   "use strict";
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from activity.actors import Actor
 from memory.keys import PROFILE_KEYS
 from memory.models import Memory, MemoryHistory
-from memory.services import memory_delete, memory_upsert
+from memory.services import memory_delete, memory_rename, memory_upsert
 from profiles.services import profile_for_user, profile_update
 
 HX = {"HX-Request": "true"}
@@ -567,6 +567,29 @@ def test_changing_the_kind_renames_the_entry_and_keeps_its_history(as_alice, ali
     assert list(Memory.objects.filter(user=alice).values_list("key", "value")) == [
         ("decision:oat-milk", "Oat milk in flat whites")
     ]
+
+
+def test_a_row_of_a_memory_renamed_away_is_not_offered_on_the_keys_new_memory(as_alice, alice):
+    """The history page offers a restore where memory_restore would write it
+    (memory/services.py restore_target): a row of another memory that had this key once
+    comes back under that memory's key now, so the new memory's timeline does not offer it."""
+    tea = say(alice, "fact:tea", "Drinks tea").memory
+    memory_rename(user=alice, key="fact:tea", new_key="preference:tea", actor=Actor.for_user(alice))
+    say(alice, "preference:tea", "Earl Grey")
+    green = say(alice, "fact:tea", "Green tea only").memory
+    old = MemoryHistory.objects.get(user=alice, memory=tea, action="create")
+    assert old.key == "fact:tea"
+
+    page = text(as_alice.get(f"/memories/{green.pk}/history/"))
+    assert "Drinks tea" in page  # listed: it is this key's history too
+    assert f'action="/history/{old.pk}/restore/"' not in page
+    # On its own memory's timeline it is offered, and restores that memory.
+    assert f'action="/history/{old.pk}/restore/"' in text(
+        as_alice.get(f"/memories/{tea.pk}/history/")
+    )
+    as_alice.post(f"/history/{old.pk}/restore/")
+    assert value_of(alice, "preference:tea") == "Drinks tea"
+    assert value_of(alice, "fact:tea") == "Green tea only"
 
 
 def test_a_kind_whose_key_is_taken_changes_nothing_and_keeps_the_text(as_alice, alice):
