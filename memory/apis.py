@@ -40,10 +40,12 @@ from lib.api import (
 from lib.errors import Forbidden, InvalidInput, NotFound
 from lib.tags import TAG_PATTERN, TAG_RULE
 from memory import selectors, services, visibility
+from memory.entries import memory_store
 from memory.keys import ENTRY_KINDS, KEY_PATTERN, MAX_KEY_LENGTH
 from memory.models import (
     MAX_REASON_LENGTH,
     MAX_SESSION_LENGTH,
+    MAX_TAGS,
     MAX_VALUE_LENGTH,
     Memory,
     MemoryProposal,
@@ -53,8 +55,9 @@ from memory.models import (
     Source,
 )
 from memory.occurrence import MAX_YEAR, MIN_YEAR
+from memory.outcomes import DuplicateMemory, ReviewRequired
 from memory.search import search_memory
-from memory.services import MAX_TAGS
+from memory.uses import memory_record_access
 from memory.working_memory import (
     AGENT,
     DAMAGED,
@@ -626,9 +629,9 @@ class MemoryCreateApi(ToolApi):
         _refuse_hidden_tags(request, data)
         try:
             write = services.memory_upsert(user=request.user, actor=self.actor(), **data)
-        except services.ReviewRequired as waiting:
+        except ReviewRequired as waiting:
             return _pending_review(waiting.proposal, created=False)
-        except services.DuplicateMemory as duplicate:
+        except DuplicateMemory as duplicate:
             _refuse_unreadable_duplicate(request, duplicate.existing)
             body = {
                 "status": "duplicate",
@@ -728,7 +731,7 @@ def _update(request: Request, actor: Actor, data: dict[str, Any]) -> Response:
     owner = _owner(request, data)
     try:
         write = services.memory_update(user=request.user, actor=actor, owner_agent=owner, **data)
-    except services.ReviewRequired as waiting:  # only ever the user's memory
+    except ReviewRequired as waiting:  # only ever the user's memory
         current = Memory.objects.get(user=request.user, owner_agent=None, key=waiting.proposal.key)
         return _pending_review(waiting.proposal, memory=memory_body(current))
     return Response({"status": write.status, "memory": memory_body(write.memory)})
@@ -761,7 +764,7 @@ class MemoryDeleteApi(ToolApi):
             history = services.memory_delete(
                 user=request.user, actor=self.actor(), owner_agent=owner, **data
             )
-        except services.ReviewRequired as waiting:
+        except ReviewRequired as waiting:
             return _pending_review(waiting.proposal, deleted=False, key=key)
         return Response(
             {"status": "deleted", "deleted": True, "key": key, "history_id": history.pk}
@@ -784,7 +787,7 @@ class MemoryGetApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(KeySerializer)
         _refuse_unreadable(request, data["key"], data)
-        memory = services.memory_record_access(
+        memory = memory_record_access(
             user=request.user, key=data["key"], owner_agent=_owner(request, data)
         )
         return Response({"memory": memory_body(memory)})
@@ -1204,7 +1207,7 @@ class MemoryStoreApi(ToolApi):
         data = self.validated(MemoryStoreInput)
         if data.get("share", True):  # into the user's memory: the read rule binds it
             _refuse_hidden_tags(request, data)
-        result = services.memory_store(
+        result = memory_store(
             user=request.user,
             actor=self.actor(),
             owner_agent=None if data["share"] else request.auth.agent,

@@ -54,8 +54,9 @@ from context.services import MAX_BODY_BYTES, PastVersion, past_version_problem
 from lib.errors import ServiceError
 from lib.json_depth import MAX_JSON_DEPTH, json_nesting_exceeds
 from lib.tags import clean_tags
-from memory.services import PastChange, memory_clean, past_change_problem
+from memory.replay import PastChange, past_change_problem
 from memory.snapshots import UNSTORABLE
+from memory.validation import memory_clean
 from portability import format as fmt
 from profiles.models import AGENT_NAME_PATTERN
 from work.models import MAX_BODY_LENGTH as MAX_WORK_BODY_LENGTH

@@ -58,13 +58,8 @@ from context.services import (
 )
 from lib.errors import NotFound, ServiceError
 from memory.models import Memory
-from memory.services import (
-    PastChange,
-    memory_delete,
-    memory_history_replay,
-    memory_upsert,
-    past_change_problem,
-)
+from memory.replay import PastChange, memory_history_replay, past_change_problem
+from memory.services import memory_delete, memory_upsert
 from memory.snapshots import same_state
 from portability import format as fmt
 from portability.checking import (

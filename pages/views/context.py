@@ -49,6 +49,7 @@ from memory.bulk import (
     memory_bulk_tag,
     memory_delete_all,
 )
+from memory.entries import entry_create, memory_rename
 from memory.forms import (
     DELETE_ALL_PHRASE,
     KIND_LABELS,
@@ -65,7 +66,9 @@ from memory.forms import (
 )
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN, PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import MAX_VALUE_LENGTH, HistoryAction, Memory, MemoryHistory, Source
+from memory.notes import memory_share_note
 from memory.occurrence import from_stored, said_worth_showing, stored_problem
+from memory.outcomes import MemoryWrite
 from memory.selectors import (
     MemoryBatch,
     agents_with_notes,
@@ -79,16 +82,7 @@ from memory.selectors import (
     memory_history_for_key,
     memory_list,
 )
-from memory.services import (
-    MemoryWrite,
-    entry_create,
-    memory_delete,
-    memory_rename,
-    memory_restore,
-    memory_set,
-    memory_share_note,
-    memory_update,
-)
+from memory.services import memory_delete, memory_restore, memory_set, memory_update
 from memory.snapshots import merged_problem, same_state, state_problem
 from memory.working_memory import (
     DAMAGED,

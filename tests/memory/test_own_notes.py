@@ -8,18 +8,13 @@ import pytest
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from lib.errors import Conflict, Forbidden, NotFound
+from memory.entries import memory_store
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal, Source
+from memory.notes import memory_share_note
+from memory.outcomes import ReviewRequired
 from memory.selectors import memory_states_as_of
-from memory.services import (
-    ReviewRequired,
-    memory_delete,
-    memory_record_access,
-    memory_restore,
-    memory_share_note,
-    memory_store,
-    memory_update,
-    memory_upsert,
-)
+from memory.services import memory_delete, memory_restore, memory_update, memory_upsert
+from memory.uses import memory_record_access
 from profiles.services import profile_update
 from tests.factories import AgentFactory
 
