@@ -18,9 +18,7 @@ from memory.models import (
 )
 from memory.outcomes import MemoryWrite
 from memory.services import _delete_row
-from memory.snapshots import (
-    state_fields,
-)
+from memory.snapshots import state_fields
 from memory.write_sql import _is_unique_key_violation, _locked, _write_rows
 from search.indexing import request_embedding
 

@@ -10,9 +10,7 @@ from django.utils import timezone
 
 from lib.errors import NotFound
 from memory.keys import parse_key
-from memory.models import (
-    Memory,
-)
+from memory.models import Memory
 from memory.write_sql import _quote
 from search.fields import SEARCH_COLUMNS
 from search.services import RELAXED_CTE, SearchLogRow, relaxed_commit

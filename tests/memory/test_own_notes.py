@@ -220,8 +220,8 @@ def test_only_the_user_moves_a_note_and_only_their_own(alice, bob, coder):
 
 
 def test_without_an_agent_there_are_no_own_notes_to_list(alice, you, coder):
+    from memory.scratchpad import build_scratchpad
     from memory.selectors import memory_list_recent
-    from memory.working_memory import build_scratchpad
 
     _note(alice, coder)
     memory_upsert(user=alice, key="fact:tea", value="Likes tea", actor=you)

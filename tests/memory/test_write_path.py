@@ -15,11 +15,12 @@ from django.test.utils import CaptureQueriesContext
 from activity.actors import Actor
 from activity.models import ActivityEvent
 from lib.errors import MemoryPaused, NotFound
-from memory import apis, services
-from memory.apis import MemorySerializer, WorkingMemorySerializer, memory_body
+from memory import services
+from memory.api_fields import MemorySerializer, memory_body
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal
 from memory.uses import memory_record_access
 from memory.working_memory import build_working_memory
+from memory.working_memory_api import WorkingMemorySerializer, working_memory_body
 from profiles.services import profile_update
 from tests.factories import MemoryFactory
 
@@ -270,7 +271,7 @@ def test_the_response_bodies_are_the_serializers_to_the_byte(alice, alice_agent)
     for row in rows:
         assert memory_body(row) == MemorySerializer(row).data
     block = build_working_memory(user=alice, budget=500)
-    assert apis.working_memory_body(block) == WorkingMemorySerializer(block).data
+    assert working_memory_body(block) == WorkingMemorySerializer(block).data
 
 
 def test_a_write_that_changes_nothing_records_nothing(alice, alice_agent):
