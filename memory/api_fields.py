@@ -11,13 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from lib.api import (
-    FlagField,
-    NumberField,
-    TextField,
-    TextListField,
-    ToolInput,
-)
+from lib.api import FlagField, NumberField, TextField, TextListField, ToolInput
 from lib.tags import TAG_PATTERN, TAG_RULE
 from memory import visibility
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH

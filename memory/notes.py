@@ -10,12 +10,7 @@ from django.db import IntegrityError, transaction
 from activity import events
 from activity.actors import Actor, ActorKind
 from lib.errors import Conflict, Forbidden, NotFound
-from memory.models import (
-    HistoryAction,
-    Memory,
-    MemoryHistory,
-    Source,
-)
+from memory.models import HistoryAction, Memory, MemoryHistory, Source
 from memory.outcomes import MemoryWrite
 from memory.services import _delete_row
 from memory.snapshots import state_fields

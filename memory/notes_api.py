@@ -9,20 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from drf_spectacular.utils import (
-    OpenApiExample,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from lib.api import (
-    FlagField,
-    TextField,
-    ToolInput,
-    WholeNumberField,
-    error_responses,
-)
+from lib.api import FlagField, TextField, ToolInput, WholeNumberField, error_responses
 from memory import selectors
 from memory.api_fields import (
     _DATETIME,
@@ -40,11 +31,7 @@ from memory.api_fields import (
 from memory.api_guards import _refuse_hidden_tags, _refuse_unreadable_duplicate
 from memory.entries import memory_store
 from memory.keys import ENTRY_KINDS
-from memory.models import (
-    MAX_VALUE_LENGTH,
-    Memory,
-    Source,
-)
+from memory.models import MAX_VALUE_LENGTH, Memory, Source
 from profiles.tool_base import ToolApi
 
 if TYPE_CHECKING:

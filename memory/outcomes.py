@@ -12,11 +12,7 @@ from lib.credentials import Credential, find_credential
 from lib.errors import ServiceError
 
 if TYPE_CHECKING:
-    from memory.models import (
-        Memory,
-        MemoryHistory,
-        MemoryProposal,
-    )
+    from memory.models import Memory, MemoryHistory, MemoryProposal
 
 
 @dataclass(frozen=True)

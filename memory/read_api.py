@@ -13,20 +13,11 @@ import time
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from drf_spectacular.utils import (
-    OpenApiExample,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from lib.api import (
-    TextField,
-    TextListField,
-    ToolInput,
-    WholeNumberField,
-    error_responses,
-)
+from lib.api import TextField, TextListField, ToolInput, WholeNumberField, error_responses
 from lib.errors import InvalidInput
 from memory import selectors, visibility
 from memory.api_fields import (
@@ -38,22 +29,13 @@ from memory.api_fields import (
     proposal_body,
 )
 from memory.api_guards import _owner, _refuse_unreadable
-from memory.models import (
-    MAX_TAGS,
-    ProposalStatus,
-    Source,
-)
+from memory.models import MAX_TAGS, ProposalStatus, Source
 from memory.search import search_memory
 from memory.uses import memory_record_access
 from profiles.tool_base import ToolApi
 from search.ranking import USES_AT_FULL_NUDGE
 from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
-from search.serializers import (
-    ScorePartsMixin,
-    limit_field,
-    query_field,
-    score_parts,
-)
+from search.serializers import ScorePartsMixin, limit_field, query_field, score_parts
 
 if TYPE_CHECKING:
     from rest_framework.request import Request

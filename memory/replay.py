@@ -11,16 +11,8 @@ from django.utils import timezone
 
 from lib.errors import ServiceError
 from memory.keys import parse_key
-from memory.models import (
-    HistoryAction,
-    Memory,
-    MemoryHistory,
-    Source,
-)
-from memory.snapshots import (
-    merged_problem,
-    state_problem,
-)
+from memory.models import HistoryAction, Memory, MemoryHistory, Source
+from memory.snapshots import merged_problem, state_problem
 
 if TYPE_CHECKING:
     from datetime import datetime

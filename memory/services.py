@@ -31,12 +31,7 @@ from memory.models import (
 )
 from memory.outcomes import DuplicateMemory, MemoryWrite, ReviewRequired
 from memory.review_gate import _Merged, _near_entry, _propose, _review_gate
-from memory.snapshots import (
-    _snapshot_fields,
-    same_state,
-    state_fields,
-    state_problem,
-)
+from memory.snapshots import _snapshot_fields, same_state, state_fields, state_problem
 from memory.validation import (
     UNSET,
     _check_audience,

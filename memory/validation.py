@@ -16,12 +16,7 @@ from lib.credentials import refuse_credentials
 from lib.errors import Forbidden, InvalidInput, NotFound
 from lib.tags import clean_tags
 from memory.keys import KeyFamily, parse_key
-from memory.models import (
-    MAX_REASON_LENGTH,
-    MAX_TAGS,
-    MAX_VALUE_LENGTH,
-    Source,
-)
+from memory.models import MAX_REASON_LENGTH, MAX_TAGS, MAX_VALUE_LENGTH, Source
 from memory.occurrence import clean_session, parse_occurred_at
 from memory.selectors import user_zone
 

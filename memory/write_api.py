@@ -10,18 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from drf_spectacular.utils import (
-    OpenApiExample,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from lib.api import (
-    FlagField,
-    ToolInput,
-    error_responses,
-)
+from lib.api import FlagField, ToolInput, error_responses
 from lib.errors import InvalidInput
 from memory import services
 from memory.api_fields import (

@@ -12,10 +12,7 @@ from django.db import IntegrityError, connection
 
 from activity.actors import Actor, ActorKind
 from lib.errors import MemoryPaused
-from memory.models import (
-    Memory,
-    MemoryHistory,
-)
+from memory.models import Memory, MemoryHistory
 from profiles.models import Profile
 from profiles.services import MEMORY_PAUSED_MESSAGE
 from search.fields import SEARCH_COLUMNS
