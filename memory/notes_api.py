@@ -1,8 +1,8 @@
 """The agent-memory design's tools: memory_store (by default the agent's own note) and
 memory_list_recent (its own notes, most used and newest first).
 
-Each view validates its JSON body with a strict serializer, calls one service or
-selector, and answers with an output serializer. Errors take lib/api.py's one shape.
+Each view is built as memory/write_api.py says: a strict serializer, one service or
+selector, an output serializer, lib/api.py's one error shape.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The agent API's memory reads: get_memory, list_memories, search_memory and
 list_proposals, one POST endpoint per tool.
 
-Each view validates its JSON body with a strict serializer, calls one service or
-selector, and answers with an output serializer. Errors take lib/api.py's one shape.
+Each view is built as memory/write_api.py says: a strict serializer, one service or
+selector, an output serializer, lib/api.py's one error shape.
 """
 
 from __future__ import annotations
