@@ -510,9 +510,3 @@ def _changes_nothing(memory: Memory, fields: dict[str, Any]) -> bool:
     """Whether writing `fields` leaves the memory's state (its snapshot) as it is."""
     before = memory.snapshot()
     return before == {**before, **_snapshot_fields(fields)}
-
-
-# The write path's statements are SQL put together from the models: building them with
-# the ORM on every write cost more CPU than PostgreSQL spends running them (bench/README.md,
-# issue 12). Values still go through each field's pre_save and get_db_prep_save, as in the
-# ORM's own INSERT and UPDATE.

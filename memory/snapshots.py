@@ -140,7 +140,7 @@ def _tags_problem(tags: object) -> str:
 
 
 def _snapshot_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """Written fields as a snapshot holds them (memory/snapshots.py)."""
+    """Written fields as a snapshot holds them (SNAPSHOT_FIELDS, times as stored)."""
     shown = {name: value for name, value in fields.items() if name in SNAPSHOT_FIELDS}
     if "tags" in shown:
         shown["tags"] = list(shown["tags"])

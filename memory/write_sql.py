@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from profiles.models import Agent
 
 
+# The write path's statements are SQL put together from the models: building them with
+# the ORM on every write cost more CPU than PostgreSQL spends running them (bench/README.md,
+# issue 12). Values still go through each field's pre_save and get_db_prep_save, as in the
+# ORM's own INSERT and UPDATE.
+
+
 def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
