@@ -34,7 +34,7 @@ def memory_written_event(
     note_of: str | None = None,
     moved_from: str | None = None,
 ) -> ActivityEvent:
-    """The memory_written row, unsaved: memory/services.py inserts it in the same statement
+    """The memory_written row, unsaved: memory/write_sql.py inserts it in the same statement
     as the memory and its history row, which fills in history_id. A rename names the old
     key; a change made by a bulk action names its batch (memory/bulk.py). `note_of`: the
     agent whose own note was written (absent for the user's memory); `moved_from`: the agent

@@ -2,7 +2,7 @@
 
 From the turn's text (the user's message and the assistant's reply) and its tool outputs,
 `capture()` finds observations of six kinds: preference, decision, discovery, pattern,
-task and bugfix. Each one goes through memory/services.py `memory_store` as the turn's
+task and bugfix. Each one goes through memory/entries.py `memory_store` as the turn's
 agent (the system when the agent is gone), with source `tp_extracted`, a confidence below
 1.0, tags from its keywords and a link to the turn. So the user stays in charge as for any
 agent's note: it waits in the review inbox when the user reviews agents' new memories, an
@@ -46,8 +46,8 @@ from lib.data_fence import data_block
 from lib.errors import LLMNotConfigured, SecretRefused, ServiceError
 from lib.tags import TAG_PATTERN, normalize_tag
 from llm.client import LLMBudgetReached, LLMUnavailable, complete, llm_configured
+from memory.entries import memory_store
 from memory.models import Source
-from memory.services import memory_store
 
 if TYPE_CHECKING:
     from llm.models import Turn

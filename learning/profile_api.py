@@ -51,8 +51,8 @@ _(empty)_
 
 
 class ProfileMemoryQuerySerializer(serializers.Serializer):
-    # The working memory's parameter name and values (memory/apis.py); JSON is the default
-    # here because the numbers (tokens, cut) matter as much as the text.
+    # The working memory's parameter name and values (memory/working_memory_api.py); JSON
+    # is the default here because the numbers (tokens, cut) matter as much as the text.
     format = serializers.ChoiceField(choices=["json", "markdown"], default="json")
 
 

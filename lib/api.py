@@ -17,7 +17,6 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from lib.errors import (
     Conflict,
@@ -95,6 +94,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(
             error_body(exc.code, exc.message, exc.field), status=service_error_status(exc)
         )
+    # Imported here: rest_framework.views reads DEFAULT_PARSER_CLASSES (this module's
+    # LimitedJSONParser) when it loads, so importing it above made `import lib.api` fail
+    # whenever lib.api came first.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

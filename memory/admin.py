@@ -24,7 +24,8 @@ from lib.errors import NotFound, ServiceError
 from lib.pages import add_service_error
 from memory.keys import ENTRY_KINDS, PROFILE_KEYS, STYLE_ASPECTS, parse_key
 from memory.models import Memory, MemoryHistory, MemoryProposal, Source
-from memory.services import memory_clean, memory_delete, memory_upsert
+from memory.services import memory_delete, memory_upsert
+from memory.validation import memory_clean
 
 EDITABLE_FIELDS = (
     "user",

@@ -35,8 +35,8 @@ from django.utils import timezone
 from activity.actors import Actor, ActorKind
 from lib.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 from lib.tags import clean_tags
-from memory.models import HistoryAction, Memory, MemoryHistory, Source
-from memory.services import MAX_TAGS, memory_delete, memory_restore, memory_update
+from memory.models import MAX_TAGS, HistoryAction, Memory, MemoryHistory, Source
+from memory.services import memory_delete, memory_restore, memory_update
 from memory.snapshots import same_state
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ embedding:
 A near one either adds nothing (every word of the new text is already in it: a duplicate,
 merged into the near one's history) or adds something (a contradiction, a detail): beside
 an agent's note it is stored as its own row, and only a change to what the user stated
-becomes a proposal (memory/services.py _near_entry). A false "near" costs the user a look
+becomes a proposal (memory/review_gate.py _near_entry). A false "near" costs the user a look
 in the review inbox (where "keep both" adds it after all) or a history row, never a lost
 memory. Agents' notes that look alike are suggested for tidying by memory/look_alike.py,
 with the same rule.
@@ -142,7 +142,7 @@ def _normalized(text: str) -> str:
 
 
 # Up to this many closing full stops, exclamation marks and spaces after a stored text's
-# last word: stored texts have no space around them (memory/services.py strips them).
+# last word: stored texts have no space around them (memory/validation.py strips them).
 _TRAILING = 3
 
 

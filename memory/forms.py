@@ -22,8 +22,8 @@ from lib.errors import InvalidInput
 from lib.pages import add_service_error
 from lib.tags import clean_tags
 from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN
-from memory.models import MAX_SESSION_LENGTH, Memory
-from memory.services import MAX_TAGS, memory_clean
+from memory.models import MAX_SESSION_LENGTH, MAX_TAGS, Memory
+from memory.validation import memory_clean
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 if TYPE_CHECKING:

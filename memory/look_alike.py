@@ -1,11 +1,11 @@
 """Agents' notes that look alike: a suggestion to tidy them, not a queue (issue 26).
 
 An agent's note near another agent's note is stored as its own row when it adds something
-(memory/services.py _near_entry), so nothing an agent writes waits for the user. Some of
+(memory/review_gate.py _near_entry), so nothing an agent writes waits for the user. Some of
 those rows end up saying much the same; the Inbox says so in one line ("12 notes look
 alike — merge?") and its page (memory/look_alike_views.py) shows the groups: the user may
 merge a group (memory/bulk.py memory_merge_look_alikes: keep one, delete the others as one
-undoable action) or leave it as it is (memory/services.py look_alike_dismiss), or ignore
+undoable action) or leave it as it is (memory/entries.py look_alike_dismiss), or ignore
 the line altogether.
 
 Alike is memory/duplicates.py's rule: two notes of one kind whose WordLlama vectors reach

@@ -19,9 +19,9 @@ from activity.actors import Actor
 from lib.errors import ServiceError
 from lib.pages import HtmxHttpRequest, done, render_page
 from memory.bulk import memory_merge_look_alikes
+from memory.entries import look_alike_dismiss
 from memory.look_alike import NOTES, look_alike_groups
 from memory.selectors import memory_agent_names
-from memory.services import look_alike_dismiss
 
 if TYPE_CHECKING:
     from uuid import UUID

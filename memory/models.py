@@ -162,7 +162,7 @@ class HistoryAction(models.TextChoices):
     DELETE = "delete", "Deleted"
     RESTORE = "restore", "Restored"
     RENAME = "rename", "Renamed"  # before and after carry "key": the old and the new
-    # An agent's new note that said what this memory says already (memory/services.py
+    # An agent's new note that said what this memory says already (memory/review_gate.py
     # _merge_note): the memory is left as it was, and the note is kept here rather than
     # lost. before and after are the memory's state; after also carries "merged": the
     # note, {"value": its text}. Who said it is the row's actor.
@@ -195,7 +195,7 @@ class MemoryHistory(ActorMixin):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     # A default rather than auto_now_add: an import keeps the times of an earlier
-    # account's history (memory/services.py memory_history_replay).
+    # account's history (memory/replay.py memory_history_replay).
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
     # The bulk action this change was part of (memory/bulk.py: a bulk delete, re-tag or pin,
     # or deleting all memories): one undo puts back every change of the batch.

@@ -1,6 +1,6 @@
 """The review inbox's write path: accepting, rejecting and expiring proposals.
 
-Proposals are made by memory/services.py, inside the agent's write that could not apply
+Proposals are made by memory/review_gate.py, inside the agent's write that could not apply
 (it would change or delete what the user stated, it adds to an entry the user stated, or
 the user reviews agents' new memories). Accepting one applies it through
 memory/services.py with the user as the actor, so the memory's history row says who
@@ -21,6 +21,7 @@ from activity import events
 from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent, EventType
 from lib.errors import Conflict, Forbidden, NotFound, ServiceError
+from memory.entries import entry_create
 from memory.models import (
     Memory,
     MemoryHistory,
@@ -30,7 +31,8 @@ from memory.models import (
     ProposalTrigger,
     Source,
 )
-from memory.services import UNSET, entry_create, memory_delete, memory_upsert
+from memory.services import memory_delete, memory_upsert
+from memory.validation import UNSET
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

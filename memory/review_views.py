@@ -32,7 +32,7 @@ from memory.models import MemoryProposal, ProposalAction, ProposalStatus, Propos
 from memory.occurrence import from_stored, stored_problem
 from memory.review import MAX_BULK, proposal_accept, proposal_reject, proposals_decide
 from memory.selectors import proposal_list
-from memory.services import UNSET
+from memory.validation import UNSET
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser

@@ -16,7 +16,7 @@ MNEMO_SEARCH_AGE_BAR above the model's row floor (less, in proportion, when youn
 returned by meaning; found by its words it is returned as any other.
 
 An agent's search counts the returned memories as used and logs the search, in one
-statement (memory/services.memory_count_uses).
+statement (memory/uses.py memory_count_uses).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from memory.models import Memory, Source
 from memory.selectors import of_kind, user_zone
-from memory.services import memory_count_uses
+from memory.uses import memory_count_uses
 from memory.visibility import readable_memories
 from search.models import SearchTool
 from search.periods import Period, find_period, without_period

@@ -23,7 +23,7 @@ from lib.errors import ServiceError
 from lib.tags import TAG_PATTERN
 from memory.keys import parse_key
 from memory.models import MAX_TAGS, MAX_VALUE_LENGTH, Source
-from memory.occurrence import from_stored, session_problem, stored_problem
+from memory.occurrence import as_stored, from_stored, session_problem, stored_problem
 
 # What every stored state holds, and what states stored since issue 26 hold too.
 REQUIRED_FIELDS = ("value", "source", "confidence", "tags", "pinned")
@@ -137,3 +137,13 @@ def _tags_problem(tags: object) -> str:
     if not all(isinstance(tag, str) and _TAG.fullmatch(tag) for tag in tags):
         return "its tags are not all tags (a-z, 0-9, '_' and '-', at most 40 characters)"
     return ""
+
+
+def _snapshot_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Written fields as a snapshot holds them (SNAPSHOT_FIELDS, times as stored)."""
+    shown = {name: value for name, value in fields.items() if name in SNAPSHOT_FIELDS}
+    if "tags" in shown:
+        shown["tags"] = list(shown["tags"])
+    if "occurred_at" in shown:
+        shown["occurred_at"] = as_stored(shown["occurred_at"])
+    return shown

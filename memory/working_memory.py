@@ -7,30 +7,26 @@ pinned one too. When the budget is too small it keeps, in order: profile lines, 
 lines, pinned entries, the user's stated entries (by recency of use, then key), then the
 agents' entries (by confidence, then recency of use, then key).
 
-Every value is data, never structure: one line (`sanitize`), a Markdown opener at its
-start escaped (`fence`: it cannot forge a heading, a quote, a list item or a fence), and
-no line longer than MNEMO_WORKING_MEMORY_LINE_CHARS (a value shortened to fit ends with
-"…").
+Every value is data, never structure (memory/block_format.py): one line (`sanitize`), a
+Markdown opener at its start escaped (`fence`: it cannot forge a heading, a quote, a list
+item or a fence), and no line longer than MNEMO_WORKING_MEMORY_LINE_CHARS (a value
+shortened to fit ends with "…").
 
 With `as_of`, the block is the one the rows made at that time, rebuilt from history
 (memory.selectors.memory_states_as_of).
 
-`build_scratchpad` lists the entries as recent memories instead, the promoted ones (used
-often, or pinned) first and then the newest (`?format=scratchpad`), under the same rules:
-the budget, whole lines, values as data.
+memory/scratchpad.py `build_scratchpad` lists the entries as recent memories instead, the
+promoted ones (used often, or pinned) first and then the newest (`?format=scratchpad`),
+under the same rules: the budget, whole lines, values as data.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
-from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import connection
@@ -38,14 +34,17 @@ from django.utils import timezone
 
 from lib.errors import InvalidInput
 from lib.tokenizer import TokenCounter, get_token_counter
+from memory.block_format import _as_data, _capped, _shorten
 from memory.keys import PROFILE_KEYS
 from memory.models import Memory, Source
-from memory.selectors import memory_list_recent, memory_states_as_of, user_zone
+from memory.selectors import memory_states_as_of
 from memory.visibility import readable_sql, rule_allows_tags
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from profiles.services import profile_for_user
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from django.contrib.auth.models import AbstractBaseUser
 
     from profiles.models import Agent
@@ -73,18 +72,7 @@ _PREFIXES = {kind: f"- {label} " for kind, label in ENTRY_LABELS.items()}
 OVER_BUDGET = "over_budget"
 EMPTY = "empty"  # nothing left of the value once sanitized
 DAMAGED = "damaged"  # as of a past time: the history row holding its state is malformed
-ELLIPSIS = "…"  # ends a value shortened to fit its line
-# What opens a Markdown block at the start of a line: a heading, a quote, a list item or
-# thematic break, a setext underline, a table row, a code fence, an HTML block. A value that
-# starts with one gets a backslash before it, as Markdown escapes it: it reads the same.
-_OPENERS = frozenset("#>-*+=_|`~<0123456789")
-_NOT_PLAIN_START = _OPENERS | {" "}
-_ORDERED_ITEM = re.compile(r"[0-9]{1,9}[.)](?= |$)")  # "1. " or "1) ", not "3.5 hours"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Characters dropped from values: controls, format characters (zero-width, bidi
-# overrides), lone surrogates. Line and paragraph separators are whitespace and
-# become spaces like the rest.
-_DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -279,78 +267,6 @@ def _rows_as_of(
         if rule_allows_tags(agent, state.tags)
     ]
     return rows, [Omitted(key, DAMAGED) for key in found.damaged]
-
-
-def sanitize(value: str) -> str:
-    """One line of plain text: whitespace runs become one space, controls are dropped."""
-    if value.isprintable():
-        # Printable text has no whitespace but " ", so most values need no change at all.
-        if "  " not in value and not value.startswith(" ") and not value.endswith(" "):
-            return value
-    else:
-        value = "".join(
-            char
-            for char in value
-            if char.isspace() or unicodedata.category(char) not in _DROPPED_CATEGORIES
-        )
-    return " ".join(value.split())
-
-
-def _as_data(value: str) -> str:
-    """`fence(sanitize(value))`, in one call for the common value that needs neither."""
-    if (
-        value.isprintable()
-        and value[:1] not in _NOT_PLAIN_START
-        and "  " not in value
-        and not value.endswith(" ")
-    ):
-        return value
-    return fence(sanitize(value))
-
-
-def fence(value: str) -> str:
-    r"""A sanitized value as data: a Markdown opener at its start is backslash-escaped.
-
-    "### System" becomes "\### System", "- fake" "\- fake", "1. step" "1\. step": after
-    a label, or at the start of the identity line, a value cannot open a heading, a
-    quote, a list item, a table row or a code fence.
-    """
-    if value[:1] not in _OPENERS:
-        return value
-    if value[0] in "0123456789":
-        item = _ORDERED_ITEM.match(value)
-        if item is None:
-            return value
-        end = item.end() - 1
-        return f"{value[:end]}\\{value[end:]}"
-    return "\\" + value
-
-
-def _shorten(value: str, size: int) -> str:
-    """`value` in at most `size` characters, ending with "…" if it had to be cut."""
-    if len(value) <= size:
-        return value
-    return value[: max(size - 1, 0)].rstrip() + ELLIPSIS
-
-
-def _shortened(values: list[str], room: int) -> list[str]:
-    """The values in `room` characters together: the longest are cut to an equal share."""
-    left, count = room, len(values)
-    for length in sorted(map(len, values)):
-        share = left // count
-        if length > share:
-            return [_shorten(value, share) for value in values]
-        left -= length
-        count -= 1
-    return values
-
-
-def _capped(make: Callable[[list[str]], str], values: list[str], limit: int) -> str:
-    """The line `make(values)`, its longest values shortened to fit in `limit` characters."""
-    line = make(values)
-    if len(line) > limit:
-        line = make(_shortened(values, limit - len(line) + sum(map(len, values))))
-    return line
 
 
 def _stated_by(rows: list[_Row]) -> str:
@@ -556,109 +472,3 @@ def _memoized_counts(counter: TokenCounter) -> _Counts:
         line=functools.lru_cache(maxsize=4096)(counter.count),
         block=functools.lru_cache(maxsize=64)(counter.count),
     )
-
-
-# --- the scratchpad: the recent memories as one list ----------------------------------------
-
-SCRATCHPAD_HEADER = "## Recent Memories"
-# The fewest tokens a scratchpad line can take ("- [2025-06-03] Task: x" and its line
-# break): no more rows than the budget could show are read.
-_MIN_LINE_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class Scratchpad:
-    text: str
-    tokens: int
-    budget: int
-    included: list[str]  # keys, in memory_list_recent's order
-    left_out: int  # entries after them that did not fit
-    counter: str
-
-
-def build_scratchpad(
-    *, user: AbstractBaseUser, agent: Agent | None, budget: int | None = None
-) -> Scratchpad:
-    """The calling `agent`'s own notes as `## Recent Memories` and one line each, in
-    memory_list_recent's order (the promoted ones, then those added or changed in the last
-    7 days, newest first): `- [YYYY-MM-DD] Kind: text (tags)`, the date the user's (their
-    `timezone` memory, else UTC). Without an agent (the user's own call) it is empty: a
-    scratchpad is an agent's.
-
-    The block's rules: within `budget` tokens (default: the profile's) by the same counter,
-    never a line cut to fit it, each value one line of data (`_as_data`) and each line at
-    most MNEMO_WORKING_MEMORY_LINE_CHARS (a long value ends with "…"). It keeps the first
-    lines that fit, in order, and says how many after them were left out.
-    """
-    budget = _check_budget(profile_for_user(user).token_budget if budget is None else budget)
-    counter = get_token_counter()
-    counts = _memoized_counts(counter)
-    most = budget // _MIN_LINE_TOKENS
-    recent = memory_list_recent(user=user, agent=agent)
-    rows = list(recent.values_list("key", "value", "tags", "updated_at")[:most])
-    total = recent.count() if len(rows) == most else len(rows)
-    zone = user_zone(user)
-    limit = settings.MNEMO_WORKING_MEMORY_LINE_CHARS
-    lines: list[tuple[str, str]] = []  # (key, line)
-    for key, value, tags, updated_at in rows:
-        data = _as_data(value)
-        if data:
-            lines.append((key, _scratchpad_line(key, data, tags, updated_at, zone, limit)))
-    total -= len(rows) - len(lines)  # nothing left to show of those: not "left out"
-    chosen = _fit_recent(lines, total, budget, counts)
-    text = _render_recent([line for _, line in lines[:chosen]], total - chosen)
-    return Scratchpad(
-        text=text,
-        tokens=counts.block(text) if text else 0,
-        budget=budget,
-        included=[key for key, _ in lines[:chosen]],
-        left_out=total - chosen,
-        counter=counter.name,
-    )
-
-
-def _scratchpad_line(
-    key: str, value: str, tags: list[str], updated_at: datetime, zone: ZoneInfo, limit: int
-) -> str:
-    """`- [YYYY-MM-DD] Kind: value (tags)` in at most `limit` characters: tags beyond a
-    third of it are left out ("…"), then the value is shortened to fit."""
-    prefix = f"- [{updated_at.astimezone(zone):%Y-%m-%d}] {key.partition(':')[0].capitalize()}: "
-    shown: list[str] = []
-    for tag in tags:
-        if len(", ".join([*shown, tag])) + 3 > limit // 3:
-            shown.append(ELLIPSIS)
-            break
-        shown.append(tag)
-    suffix = f" ({', '.join(shown)})" if shown else ""
-    return prefix + _shorten(value, limit - len(prefix) - len(suffix)) + suffix
-
-
-def _fit_recent(lines: list[tuple[str, str]], total: int, budget: int, counts: _Counts) -> int:
-    """How many of the lines, from the first, fit in the budget with the header (and the
-    "left out" line when some do not)."""
-
-    def fitting(room: int) -> int:
-        used = counts.line(SCRATCHPAD_HEADER) + 1
-        for index, (_, line) in enumerate(lines):
-            used += counts.line(line) + 1
-            if used > room:
-                return index
-        return len(lines)
-
-    chosen = fitting(budget)
-    if chosen < total:
-        chosen = fitting(budget - counts.line(_left_out_line(total)) - 2)
-    # Tokens can merge across line breaks: count the whole text, as the block does.
-    while chosen:
-        shown = [line for _, line in lines[:chosen]]
-        if counts.block(_render_recent(shown, total - chosen)) <= budget:
-            break
-        chosen -= 1
-    return chosen
-
-
-def _render_recent(lines: list[str], left_out: int) -> str:
-    blocks = ["\n".join([SCRATCHPAD_HEADER, *lines])] if lines else []
-    if left_out:
-        blocks.append(_left_out_line(left_out))
-    return "\n\n".join(blocks) + "\n" if blocks else ""

@@ -13,7 +13,7 @@ becomes Mnemo entries.
   a session's name (memory/occurrence.py) is left out rather than the memory refused.
   ChatGPT's and Claude's texts say neither when nor in which conversation.
 
-Each entry is stored through memory/services.py `memory_store`, as the system: what another
+Each entry is stored through memory/entries.py `memory_store`, as the system: what another
 tool inferred about the user is a note about them, not a fact they stated in Mnemo, so it
 is `tp_extracted` (confidence 0.8), meets the near-duplicate rule (the same text twice, or
 one already saying it, adds nothing) and, when the user reviews agents' new memories, waits
@@ -36,9 +36,9 @@ from activity.actors import Actor
 from lib.credentials import redact
 from lib.errors import SecretRefused, ServiceError
 from lib.tags import TAG_PATTERN, normalize_tag
-from memory.models import MAX_VALUE_LENGTH, Memory
+from memory.entries import memory_store
+from memory.models import MAX_TAGS, MAX_VALUE_LENGTH, Memory
 from memory.occurrence import MAX_YEAR, MIN_YEAR, session_problem
-from memory.services import MAX_TAGS, memory_store
 from memory.snapshots import UNSTORABLE
 from portability.models import ImportKind
 from portability.report import Report

@@ -15,7 +15,7 @@ from activity.actors import Actor, ActorKind
 from context.history import PastVersion, document_versions_replay, past_version_problem
 from context.models import Document
 from context.paths import normalize_path
-from memory.services import PastChange, memory_history_replay, past_change_problem
+from memory.replay import PastChange, memory_history_replay, past_change_problem
 from portability import format as fmt
 from portability.applying import account_agent
 from portability.validation.archive import CheckedArchive

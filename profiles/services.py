@@ -342,7 +342,7 @@ def check_agents_may_write(*, user: AbstractBaseUser | None, actor: Actor) -> No
     """MemoryPaused when an agent (or the system) writes for a user who paused memory.
 
     The user's own changes always go through; the global scope has no pause. Call it
-    inside the write's transaction. memory/services.py reads the same flag in its row lock
+    inside the write's transaction. memory/write_sql.py reads the same flag in its row lock
     statement instead, which saves a round trip per write.
     """
     if user is None or actor.kind == ActorKind.USER:

@@ -1,7 +1,8 @@
 """What every search tool's API shares: the query and limit fields, and a hit's score parts.
 
-The tools themselves live with the data they search: search_memory and promote_memory in
-memory/apis.py, memory_search (documents) in context/search_api.py.
+The tools themselves live with the data they search: search_memory in
+memory/read_api.py, promote_memory in memory/write_api.py, memory_search (documents) in
+context/search_api.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A search is logged in one statement of its own (`search_log`), or, when the layer that ran
 it writes something too, as a part of that layer's statement (`SearchLogRow.insert_sql`):
-memory/services.py counts the uses of the hits a search returned and logs the search in
+memory/uses.py counts the uses of the hits a search returned and logs the search in
 one round trip.
 
 On its own (not inside a caller's transaction) the statement commits without waiting for

@@ -1,5 +1,5 @@
 """Issue 26: an agent's note that says what a memory says already is merged into it, kept
-in its history as a `merge` row (memory/services.py _merge_note); and the look-alike
+in its history as a `merge` row (memory/review_gate.py _merge_note); and the look-alike
 groups of agents' notes the user chose to leave apart (memory/look_alike.py)."""
 
 import django.contrib.postgres.fields

@@ -14,15 +14,11 @@ from django.views.decorators.http import require_http_methods
 
 from lib.errors import Conflict, ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, render_page
+from memory.entries import entry_create, memory_rename
 from memory.forms import KIND_LABELS, EntryForm, local_day
 from memory.models import Memory
-from memory.services import (
-    entry_create,
-    memory_delete,
-    memory_rename,
-    memory_share_note,
-    memory_update,
-)
+from memory.notes import memory_share_note
+from memory.services import memory_delete, memory_update
 from pages.views.context_page import render_context_page
 from pages.views.context_shared import (
     ENTRIES_CHANGED,

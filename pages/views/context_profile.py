@@ -10,7 +10,8 @@ from lib.errors import ServiceError
 from lib.pages import HtmxHttpRequest, render_page
 from memory.forms import PROFILE_FIELDS, ProfileForm
 from memory.keys import PROFILE_KEYS
-from memory.services import MemoryWrite, memory_set
+from memory.outcomes import MemoryWrite
+from memory.services import memory_set
 from pages.views.context_page import profile_context, render_context_page
 from pages.views.context_shared import (
     PAGE,

@@ -30,8 +30,8 @@ from memory.forms import KIND_LABELS
 from memory.keys import ENTRY_KINDS
 from memory.models import MAX_VALUE_LENGTH, Memory, MemoryHistory, Source
 from memory.occurrence import said_worth_showing
+from memory.outcomes import MemoryWrite
 from memory.selectors import MemoryBatch, memory_agent_names, memory_list
-from memory.services import MemoryWrite
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser

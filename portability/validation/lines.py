@@ -14,7 +14,8 @@ from activity.actors import Actor
 from context.history import PastVersion, past_version_problem
 from context.paths import normalize_path
 from lib.errors import ServiceError
-from memory.services import PastChange, memory_clean, past_change_problem
+from memory.replay import PastChange, past_change_problem
+from memory.validation import memory_clean
 from portability import format as fmt
 from portability.validation.reading import jsonl_records, parse_time
 from portability.validation.rules import (

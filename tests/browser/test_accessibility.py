@@ -41,7 +41,8 @@ from activity.actors import Actor
 from config import urls as site_urls
 from context.services import DocumentReviewRequired, document_delete, document_write
 from llm.models import CallOutcome, LLMCall, Turn, TurnStatus
-from memory.services import ReviewRequired, memory_delete, memory_upsert
+from memory.outcomes import ReviewRequired
+from memory.services import memory_delete, memory_upsert
 from portability.exporting import export_job_create, export_job_run
 from portability.importing import import_job_create, import_job_run
 from profiles.services import agent_get_or_create, token_create, token_revoke

@@ -495,7 +495,7 @@ def test_values_that_look_like_html_show_as_text_and_run_nothing(
     memory = Memory.objects.get(user=alice, key="fact:html")
     row = page.locator(f"#memory-{memory.pk}")
     expect(row.locator(".value")).to_have_text(payload)
-    # The block fences each value as data (memory/working_memory.py); the page shows it as text.
+    # The block fences each value as data (memory/block_format.py); the page shows it as text.
     expect(preview(page)).to_contain_text("img src=x onerror=alert(1)>")
     assert_preview_is(page, alice, build_working_memory(user=alice).text)
     expect(preview(page)).to_contain_text('"><script>alert(2)</script>')

@@ -13,7 +13,8 @@ from playwright.sync_api import Locator, Page, expect
 from activity.actors import Actor
 from context.models import Document
 from memory.models import Memory, MemoryProposal
-from memory.services import ReviewRequired, memory_upsert
+from memory.outcomes import ReviewRequired
+from memory.services import memory_upsert
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,9 +18,9 @@ from memory.bulk import (
     memory_bulk_tag,
     memory_delete_all,
 )
-from memory.models import Memory, MemoryHistory
+from memory.models import MAX_TAGS, Memory, MemoryHistory
 from memory.selectors import deleted_batch_list, memory_batch
-from memory.services import MAX_TAGS, memory_delete, memory_restore, memory_update, memory_upsert
+from memory.services import memory_delete, memory_restore, memory_update, memory_upsert
 
 
 def say(user, key, value, **kwargs):
@@ -254,7 +254,7 @@ def test_undo_of_a_retag_puts_tags_back_unless_changed_since(alice, three):
 
 
 def test_undo_follows_an_entry_renamed_since(alice, three):
-    from memory.services import memory_rename
+    from memory.entries import memory_rename
 
     me = Actor.for_user(alice)
     pinned = memory_bulk_pin(user=alice, memory_ids=[three["tea"].pk], actor=me, pinned=True)

@@ -7,9 +7,11 @@ from django.db import connection
 
 from activity.actors import Actor
 from activity.models import ActivityEvent
-from memory import services
+from memory import review_gate
+from memory.entries import memory_store
 from memory.models import Memory, MemoryHistory, MemoryProposal
-from memory.services import DuplicateMemory, memory_store, memory_upsert
+from memory.outcomes import DuplicateMemory
+from memory.services import memory_upsert
 from tests.factories import AgentFactory
 
 WRITERS = 50
@@ -83,7 +85,7 @@ def _write_at_once(writes):
 def slow_check(monkeypatch):
     """The near-duplicate check takes a while: where a second writer would slip in between
     the check and the insert, if nothing kept them apart. Yields when each check ran."""
-    real = services.find_near_duplicate
+    real = review_gate.find_near_duplicate
     ran: list[tuple[float, float]] = []
 
     def slow(**kwargs):
@@ -93,7 +95,7 @@ def slow_check(monkeypatch):
         ran.append((started, time.monotonic()))
         return found
 
-    monkeypatch.setattr(services, "find_near_duplicate", slow)
+    monkeypatch.setattr(review_gate, "find_near_duplicate", slow)
     return ran
 
 

@@ -12,9 +12,10 @@ from activity.models import ActivityEvent, EventType
 from lib.errors import Forbidden, InvalidInput, NotFound
 from memory import look_alike, review_views
 from memory.bulk import memory_batch_undo, memory_merge_look_alikes
+from memory.entries import look_alike_dismiss
 from memory.look_alike import look_alike_groups
 from memory.models import LookAlikeDismissal, Memory, MemoryHistory, MemoryProposal
-from memory.services import look_alike_dismiss, memory_upsert
+from memory.services import memory_upsert
 from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db

@@ -11,17 +11,12 @@ from django.utils import timezone
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from lib.errors import InvalidInput, MemoryPaused
+from memory.entries import memory_store
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal, ProposalTrigger
+from memory.outcomes import DuplicateMemory, ReviewRequired
+from memory.replay import PastChange, past_change_problem
 from memory.selectors import memory_agent_names, memory_states_as_of
-from memory.services import (
-    DuplicateMemory,
-    PastChange,
-    ReviewRequired,
-    memory_restore,
-    memory_store,
-    memory_upsert,
-    past_change_problem,
-)
+from memory.services import memory_restore, memory_upsert
 from profiles.services import profile_update
 from tests.factories import AgentFactory
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from activity.actors import Actor
 from lib.errors import InvalidInput, SecretRefused
 from memory import services
+from memory.entries import entry_create, memory_store
 from memory.models import Memory, MemoryHistory
 from memory.occurrence import clean_session, parse_occurred_at
 from tests.factories import MemoryFactory
@@ -230,7 +231,7 @@ def test_a_bad_value_writes_nothing(alice, agent, extra, field):
 @pytest.mark.django_db
 def test_an_agents_session_holding_a_credential_is_refused(alice, agent):
     with pytest.raises(SecretRefused) as refused:
-        services.memory_store(
+        memory_store(
             user=alice,
             actor=agent,
             kind="fact",
@@ -245,7 +246,7 @@ def test_an_agents_session_holding_a_credential_is_refused(alice, agent):
 @pytest.mark.django_db
 def test_entry_create_and_memory_store_take_them(alice, agent):
     user = Actor.for_user(alice)
-    services.entry_create(
+    entry_create(
         user=alice,
         kind="fact",
         value="ran a marathon",
@@ -253,7 +254,7 @@ def test_entry_create_and_memory_store_take_them(alice, agent):
         occurred_at="2021-10-03",
         session="diary",
     )
-    result = services.memory_store(
+    result = memory_store(
         user=alice,
         actor=agent,
         kind="decision",
@@ -352,6 +353,7 @@ def test_memory_store_and_the_read_tools_return_them(call_tool, alice, alice_tok
 def test_the_tools_refuse_bad_values_naming_the_field(
     call_tool, alice, alice_token, body, field, message
 ):
+
     for tool, base in (
         ("create_memory", {"key": "fact:tea", "value": "tea"}),
         ("memory_store", {"content": "likes tea", "category": "fact"}),

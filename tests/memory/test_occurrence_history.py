@@ -8,15 +8,11 @@ import pytest
 
 from memory import review
 from memory.bulk import memory_batch_undo, memory_bulk_delete, memory_bulk_tag
+from memory.entries import memory_store
 from memory.models import HistoryAction, Memory, MemoryHistory, ProposalStatus
+from memory.outcomes import ReviewRequired
 from memory.selectors import memory_states_as_of
-from memory.services import (
-    ReviewRequired,
-    memory_restore,
-    memory_store,
-    memory_update,
-    memory_upsert,
-)
+from memory.services import memory_restore, memory_update, memory_upsert
 from memory.snapshots import same_state, state_problem
 from profiles.services import profile_update
 

@@ -8,18 +8,13 @@ import pytest
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
 from lib.errors import Conflict, Forbidden, NotFound
+from memory.entries import memory_store
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal, Source
+from memory.notes import memory_share_note
+from memory.outcomes import ReviewRequired
 from memory.selectors import memory_states_as_of
-from memory.services import (
-    ReviewRequired,
-    memory_delete,
-    memory_record_access,
-    memory_restore,
-    memory_share_note,
-    memory_store,
-    memory_update,
-    memory_upsert,
-)
+from memory.services import memory_delete, memory_restore, memory_update, memory_upsert
+from memory.uses import memory_record_access
 from profiles.services import profile_update
 from tests.factories import AgentFactory
 
@@ -225,8 +220,8 @@ def test_only_the_user_moves_a_note_and_only_their_own(alice, bob, coder):
 
 
 def test_without_an_agent_there_are_no_own_notes_to_list(alice, you, coder):
+    from memory.scratchpad import build_scratchpad
     from memory.selectors import memory_list_recent
-    from memory.working_memory import build_scratchpad
 
     _note(alice, coder)
     memory_upsert(user=alice, key="fact:tea", value="Likes tea", actor=you)

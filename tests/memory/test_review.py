@@ -12,18 +12,10 @@ from activity.models import ActivityEvent, EventType
 from lib.errors import Conflict, Forbidden, InvalidInput, MemoryPaused
 from memory import review
 from memory.duplicates import is_near, near_threshold
+from memory.entries import entry_create, memory_rename
 from memory.models import Memory, MemoryHistory, MemoryProposal, ProposalStatus
-from memory.services import (
-    DuplicateMemory,
-    ReviewRequired,
-    entry_create,
-    memory_delete,
-    memory_rename,
-    memory_restore,
-    memory_set,
-    memory_update,
-    memory_upsert,
-)
+from memory.outcomes import DuplicateMemory, ReviewRequired
+from memory.services import memory_delete, memory_restore, memory_set, memory_update, memory_upsert
 from profiles.services import profile_update
 from tests.factories import AgentFactory
 

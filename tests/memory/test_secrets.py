@@ -10,8 +10,9 @@ from activity.actors import Actor
 from activity.models import ActivityEvent
 from lib.credentials import find_credential
 from lib.errors import SecretRefused
+from memory.entries import memory_store
 from memory.models import Memory, MemoryHistory, MemoryProposal
-from memory.services import memory_store, memory_update, memory_upsert
+from memory.services import memory_update, memory_upsert
 from profiles.services import profile_update
 from tests.lib.test_credentials import NEGATIVES, POSITIVES
 

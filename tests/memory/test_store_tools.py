@@ -12,8 +12,10 @@ from activity.actors import Actor
 from lib.tokenizer import get_token_counter
 from llm.models import Turn, TurnStatus
 from memory.models import Memory, MemoryHistory, MemoryProposal, ProposalTrigger
+from memory.outcomes import ReviewRequired
 from memory.selectors import SCRATCHPAD_USES
-from memory.services import ReviewRequired, memory_count_uses, memory_upsert
+from memory.services import memory_upsert
+from memory.uses import memory_count_uses
 from profiles.services import profile_update
 
 pytestmark = pytest.mark.django_db

@@ -11,23 +11,12 @@ from lib import tokenizer
 from lib.errors import InvalidInput
 from lib.tokenizer import TokenCounter, get_token_counter
 from memory import working_memory
+from memory.block_format import fence, sanitize
 from memory.keys import ENTRY_KINDS, PROFILE_KEYS
 from memory.models import Memory, MemoryHistory, Source
-from memory.services import (
-    memory_delete,
-    memory_record_access,
-    memory_restore,
-    memory_update,
-    memory_upsert,
-)
-from memory.working_memory import (
-    Line,
-    Omitted,
-    WorkingMemory,
-    build_working_memory,
-    fence,
-    sanitize,
-)
+from memory.services import memory_delete, memory_restore, memory_update, memory_upsert
+from memory.uses import memory_record_access
+from memory.working_memory import Line, Omitted, WorkingMemory, build_working_memory
 from profiles.services import profile_update
 from tests.factories import MemoryFactory
 

@@ -15,10 +15,12 @@ from django.test.utils import CaptureQueriesContext
 from activity.actors import Actor
 from activity.models import ActivityEvent
 from lib.errors import MemoryPaused, NotFound
-from memory import apis, services
-from memory.apis import MemorySerializer, WorkingMemorySerializer, memory_body
+from memory import services
+from memory.api_fields import MemorySerializer, memory_body
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal
+from memory.uses import memory_record_access
 from memory.working_memory import build_working_memory
+from memory.working_memory_api import WorkingMemorySerializer, working_memory_body
 from profiles.services import profile_update
 from tests.factories import MemoryFactory
 
@@ -212,6 +214,7 @@ def test_a_pause_that_commits_after_authentication_still_stops_the_write(
 def test_a_pause_stops_every_agent_write_and_changes_nothing(
     alice, alice_agent, write, for_the_user
 ):
+
     MemoryFactory(user=alice, key="fact:tea", value="black tea")
     profile_update(user=alice, memory_paused=True)
 
@@ -260,7 +263,7 @@ def test_the_response_bodies_are_the_serializers_to_the_byte(alice, alice_agent)
     services.memory_upsert(
         user=alice, key="fact:tea", value="green tea", actor=actor, tags=["b", "a"]
     )
-    services.memory_record_access(user=alice, key="fact:tea")
+    memory_record_access(user=alice, key="fact:tea")
     rows = list(Memory.objects.filter(user=alice).order_by("key"))
     assert any(row.last_accessed_at for row in rows)
     assert any(not r.last_accessed_at for r in rows)
@@ -268,7 +271,7 @@ def test_the_response_bodies_are_the_serializers_to_the_byte(alice, alice_agent)
     for row in rows:
         assert memory_body(row) == MemorySerializer(row).data
     block = build_working_memory(user=alice, budget=500)
-    assert apis.working_memory_body(block) == WorkingMemorySerializer(block).data
+    assert working_memory_body(block) == WorkingMemorySerializer(block).data
 
 
 def test_a_write_that_changes_nothing_records_nothing(alice, alice_agent):

@@ -21,7 +21,8 @@ from context.services import DocumentReviewRequired, document_delete, document_w
 from llm.models import Turn, TurnStatus
 from memory import review
 from memory.models import MemoryProposal
-from memory.services import ReviewRequired, memory_delete, memory_upsert
+from memory.outcomes import ReviewRequired
+from memory.services import memory_delete, memory_upsert
 from pages.activity_links import LINKS
 from work.models import WorkItem
 from work.services import work_create, work_delete, work_restore, work_update

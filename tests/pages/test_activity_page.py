@@ -9,8 +9,10 @@ from django.utils import timezone
 from activity.actors import Actor
 from activity.models import ActivityEvent
 from memory import review
+from memory.entries import memory_rename
 from memory.models import MemoryProposal
-from memory.services import ReviewRequired, memory_delete, memory_rename, memory_upsert
+from memory.outcomes import ReviewRequired
+from memory.services import memory_delete, memory_upsert
 from tests.factories import AgentFactory
 from work.services import work_create
 

@@ -8,9 +8,10 @@ from django.test import Client
 from django.utils import timezone
 
 from activity.actors import Actor
+from memory.entries import memory_rename
 from memory.keys import PROFILE_KEYS
 from memory.models import Memory, MemoryHistory
-from memory.services import memory_delete, memory_rename, memory_upsert
+from memory.services import memory_delete, memory_upsert
 from profiles.services import profile_for_user, profile_update
 
 HX = {"HX-Request": "true"}

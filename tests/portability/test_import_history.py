@@ -18,7 +18,8 @@ from activity.actors import Actor
 from context.models import DocumentVersion
 from context.services import document_write
 from memory.models import MemoryHistory
-from memory.services import DuplicateMemory, memory_upsert
+from memory.outcomes import DuplicateMemory
+from memory.services import memory_upsert
 from portability import format as fmt
 from portability import importing, tasks
 from portability.models import ImportJob, ImportStatus
