@@ -17,7 +17,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 
 from search import indexing, vector_index
-from search.embeddings import EmbeddingUnavailable
+from search.embedder_base import EmbeddingUnavailable
 
 # A provider that is down or rate-limiting: try again later, backing off. Meanwhile the
 # rows are found by keywords, and the periodic run tries again every minute regardless.
