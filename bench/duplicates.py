@@ -215,7 +215,8 @@ def compare_both_ways(pairs: list[Pair]) -> list[Comparison]:
 
 
 def build_embedder(provider: str):
-    from search.embeddings import E5Embedder, WordLlamaEmbedder
+    from search.e5_embedder import E5Embedder
+    from search.wordllama_embedder import WordLlamaEmbedder
 
     return {"e5": E5Embedder, "wordllama": WordLlamaEmbedder}[provider]()
 

@@ -32,7 +32,7 @@ os.environ.setdefault("MNEMO_EMBEDDING_PROVIDER", "local")
 def vocabulary() -> list[str]:
     import json
 
-    from search.embeddings import WORDLLAMA_TOKENIZER, wordllama_dir
+    from search.wordllama_embedder import WORDLLAMA_TOKENIZER, wordllama_dir
 
     config = json.loads((wordllama_dir() / WORDLLAMA_TOKENIZER).read_text())
     pieces = sorted(config["model"]["vocab"].items(), key=lambda item: item[1])
@@ -59,7 +59,7 @@ def worker(args: tuple[int, int, int]) -> tuple[int, float, float]:
     import django
 
     django.setup()
-    from search.embeddings import LocalEmbedder
+    from search.wordllama_embedder import LocalEmbedder
 
     count, words, seed = args
     texts = make_texts(count, words, seed)
@@ -83,7 +83,7 @@ def main() -> None:
     from tokenizers import Tokenizer
     from wordllama import WordLlamaInference
 
-    from search.embeddings import WORDLLAMA_TOKENIZER, LocalEmbedder, wordllama_dir
+    from search.wordllama_embedder import WORDLLAMA_TOKENIZER, LocalEmbedder, wordllama_dir
 
     print(
         f"{os.cpu_count()} CPUs; TOKENIZERS_PARALLELISM={os.environ.get('TOKENIZERS_PARALLELISM')}"

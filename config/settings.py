@@ -3,62 +3,30 @@
 With DATABASE_URL unset, Mnemo runs the embedded default: PostgreSQL with
 pgvector in MNEMO_DATA_DIR and a Valkey server beside it (Celery's broker and the shared
 cache), both supervised by `make run` (lib/stack.py).
+
+The parsers of the environment are in config/env.py; the broker and cache, accounts and
+security blocks in config/broker.py, config/accounts.py and config/security.py, imported
+here where they stood.
 """
 
 import secrets
-from datetime import timedelta
 from pathlib import Path
 
 import environ
 
-from lib.beat_schedule import beat_schedule, embedded_broker_url
+from config.env import (
+    BASE_DIR,
+    DATA_DIR,
+    EMBEDDED,
+    env,
+    env_bool,
+    env_choice,
+    env_fraction,
+    env_int,
+    env_rate,
+    env_seconds,
+)
 from lib.outbound import allowlist as outbound_allowlist
-from lib.stack import Layout
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-
-env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
-
-
-TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-def env_bool(name: str, *, default: bool) -> bool:
-    """Like env.bool, but a value that is neither true nor false is an error, not False."""
-    if name not in env:
-        return default
-    raw = env.str(name).strip().lower()
-    if raw in TRUE_WORDS:
-        return True
-    if raw in FALSE_WORDS or raw == "":
-        return False
-    raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use true or false.")
-
-
-def env_number(name: str, parse: type, what: str) -> int | float | None:
-    """The variable parsed as `parse` (int or float), None when it is not set."""
-    if name not in env:
-        return None
-    raw = env.str(name)
-    try:
-        return parse(raw)
-    except ValueError:
-        raise environ.ImproperlyConfigured(f"{name}={raw!r} is not {what}.") from None
-
-
-def env_int(name: str, *, default: int, minimum: int = 0) -> int:
-    value = env_number(name, int, "a whole number")
-    if value is None:
-        return default
-    if value < minimum:
-        raise environ.ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
-    return value
-
-
-DATA_DIR = Path(env.path("MNEMO_DATA_DIR", default=str(BASE_DIR / ".data"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
-EMBEDDED = "DATABASE_URL" not in env
 
 
 def _secret_key() -> str:
@@ -92,7 +60,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "axes",  # sign-in throttling (the Accounts block below)
+    "axes",  # sign-in throttling (config/accounts.py)
     "profiles",
     "memory",
     "activity",
@@ -107,11 +75,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: forwarded headers count only from a trusted proxy (the Accounts block below).
+    # First: forwarded headers count only from a trusted proxy (config/accounts.py).
     "lib.forwarded.ForwardedHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # After WhiteNoise, so static files keep their caching (the block near the end).
+    # After WhiteNoise, so static files keep their caching (SECURE_CSP, config/security.py).
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "lib.http_errors.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -182,7 +150,9 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
-USE_I18N = True
+# Off until there is something to translate (issue 28): no template or message is marked
+# for translation, and dates keep the English formats of LANGUAGE_CODE either way.
+USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -202,25 +172,10 @@ MNEMO_GLOBAL_READABLE = env_bool("MNEMO_GLOBAL_READABLE", default=False)
 
 SESSION_COOKIE_SECURE = env_bool("MNEMO_SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-
-# Celery: Redis (or any kombu URL) in production. In embedded mode, the Valkey server that
-# `make run` supervises in the data dir (lib/stack.py) is the broker and the shared cache.
-VALKEY_SOCKET = Layout(DATA_DIR).valkey_socket
-CELERY_BROKER_URL = env.str(
-    "CELERY_BROKER_URL",
-    default=embedded_broker_url(DATA_DIR) if EMBEDDED else "redis://localhost:6379/0",
-)
-# A task is acknowledged when it ends, not when it starts: a worker killed mid-task leaves
-# it unacknowledged, and the broker hands it out again once the visibility timeout passes.
-# The tasks are idempotent, so running one twice does no harm.
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TASK_IGNORE_RESULT = True
-CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE = beat_schedule()  # each app's schedule.py (lib/beat_schedule.py)
+# Celery's broker and the shared cache. The blocks kept in modules of their own are imported
+# where they stood (the cache's now beside Celery's), so the environment is read, and
+# refused, in the order it was.
+from config.broker import *  # noqa: E402, F403
 
 # Memory rules (DESIGN.md).
 MNEMO_MAX_VALUE_LENGTH = 2000
@@ -237,19 +192,6 @@ MNEMO_DEFAULT_TOKEN_BUDGET = 2000
 # match. An agent-noted memory AGE_BAR_DAYS old (less, in proportion) needs a similarity
 # AGE_BAR higher than the model's row floor to be returned by meaning.
 MNEMO_SEARCH_CANDIDATES = 50
-
-
-def env_fraction(name: str, *, default: float, low: float = 0.0, high: float = 1.0) -> float:
-    """A number from `low` to `high`, read from the environment."""
-    value = env_number(name, float, "a number")
-    if value is None:
-        return default
-    if not low <= value <= high:
-        raise environ.ImproperlyConfigured(
-            f"{name}={env.str(name)!r} must be from {low:g} to {high:g}."
-        )
-    return value
-
 
 MNEMO_SEARCH_VECTOR_WEIGHT = env_fraction("MNEMO_SEARCH_VECTOR_WEIGHT", default=0.7)
 MNEMO_SEARCH_KEYWORD_WEIGHT = env_fraction("MNEMO_SEARCH_KEYWORD_WEIGHT", default=0.3)
@@ -300,27 +242,6 @@ MNEMO_WORKING_MEMORY_LINE_CHARS = env_int(
 # wordllama. Memories: `auto` is openai when OPENAI_API_KEY is set, e5 otherwise.
 # Documents: `auto` is openai when the memories' provider is, wordllama otherwise (e5
 # needs ~100 s per 100,000 words on 2 cores, WordLlama under one); `same` follows memories.
-
-
-def env_seconds(name: str, *, default: float) -> float:
-    """A positive number of seconds (fractions allowed)."""
-    if name not in env:
-        return default
-    raw = env.str(name)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise environ.ImproperlyConfigured(f"{name}={raw!r} is not a number of seconds.") from None
-    if not 0 < value < float("inf"):
-        raise environ.ImproperlyConfigured(f"{name}={raw!r} must be a positive number of seconds.")
-    return value
-
-
-def env_choice(name: str, *, default: str, choices: tuple[str, ...]) -> str:
-    value = env.str(name, default=default).strip().lower()
-    if value not in choices:
-        raise environ.ImproperlyConfigured(f"{name}={value!r} must be one of {', '.join(choices)}.")
-    return value
 
 
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="").strip()
@@ -403,36 +324,9 @@ except ValueError as error:
 # that process skip the vector side (keywords only) for COOLDOWN seconds.
 MNEMO_SEARCH_EMBED_TIMEOUT = env_seconds("MNEMO_SEARCH_EMBED_TIMEOUT", default=2.0)
 MNEMO_SEARCH_EMBED_COOLDOWN = env_seconds("MNEMO_SEARCH_EMBED_COOLDOWN", default=30.0)
-# --- end of embeddings --------------------------------------------------------------------
-
-# The cache holds the API's per-token throttle counters and the embedding requests
-# (search/indexing.py), so every web process and worker must share it: the supervised
-# Valkey in embedded mode, Redis in compose (CACHE_URL).
-if "CACHE_URL" in env:
-    CACHES = {"default": env.cache_url("CACHE_URL")}
-elif EMBEDDED:
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": f"unix://{VALKEY_SOCKET}?db=1",
-        }
-    }
-else:  # one process only: with several, set CACHE_URL (compose does)
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-
-
-def _api_rate(name: str, default: str) -> str:
-    raw = env.str(name, default=default).strip()
-    number, _, period = raw.partition("/")
-    if not (number.isdigit() and int(number) > 0 and period[:1] in ("s", "m", "h", "d")):
-        raise environ.ImproperlyConfigured(
-            f"{name}={raw!r} is not a rate; use requests per period, e.g. 600/min or 20/s."
-        )
-    return raw
-
 
 # The agent API (Django REST Framework), bearer tokens only.
-MNEMO_API_RATE = _api_rate("MNEMO_API_RATE", "600/min")
+MNEMO_API_RATE = env_rate("MNEMO_API_RATE", "600/min")
 # The rate limit counts in the cache. While the cache is unreachable, which API requests
 # pass uncounted (profiles/throttling.py): `reads` (GET and the read-only tools; writes get
 # 503 `unavailable` with Retry-After), `all` (fail open), `none` (fail closed: every call
@@ -501,174 +395,16 @@ SPECTACULAR_SETTINGS = {
         "lib.api.forbid_unknown_request_fields",
     ],
 }
+# Sign-in throttling, the trusted proxies and email; then HTTPS, security headers, the
+# Content-Security-Policy and error pages.
+from config.accounts import *  # noqa: E402, F403
+from config.security import *  # noqa: E402, F403
+from config.security import SECURE_HSTS_PRELOAD  # noqa: E402
 
-# --- Accounts: sign-in throttling, password change and reset -------------------------------
-# django-axes counts failed sign-ins (the pages' /login/ and the admin's); profiles/accounts.py
-# (SignInThrottle) holds two locks, each refusing even the right password with a 429 page
-# until the failures behind it are MNEMO_LOGIN_LOCKOUT_MINUTES old:
-# - per address: MNEMO_LOGIN_FAILURE_LIMIT failures from one client address, at one account
-#   or several, lock that address. An owner signing in from another address is not held.
-# - per account, for guessing spread over many addresses: MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT
-#   failures at one account from anywhere lock it, except from the addresses it signed in
-#   from in the last 90 days. Whatever the number of addresses, that bounds the guesses at an
-#   account (25 per 15 minutes by default), and it needs at least five addresses to reach,
-#   yet keeps no owner out of the networks they use; from a new network they wait, or reset
-#   the password by email. No CAPTCHA: Mnemo loads nothing from other sites.
-# A successful sign-in clears that account's failures from that address. Unlock someone:
-# `manage.py axes_reset_username <name>` or `axes_reset_ip <address>`, or delete their access
-# attempts in the admin.
-MNEMO_LOGIN_FAILURE_LIMIT = env_int("MNEMO_LOGIN_FAILURE_LIMIT", default=5, minimum=1)
-MNEMO_LOGIN_LOCKOUT_MINUTES = env_int("MNEMO_LOGIN_LOCKOUT_MINUTES", default=15, minimum=1)
-# Above the address limit, else one address could lock an account everywhere again.
-MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT = env_int(
-    "MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT",
-    default=5 * MNEMO_LOGIN_FAILURE_LIMIT,
-    minimum=MNEMO_LOGIN_FAILURE_LIMIT + 1,
-)
-# A TLS proxy in front (README, "Running behind TLS") says who the client is, and whether it
-# used HTTPS and which host it asked for, in X-Forwarded-For/-Proto/-Host. Those headers
-# count only on a connection from MNEMO_TRUSTED_PROXIES: addresses or networks
-# (comma-separated), by default loopback only, i.e. a proxy on the same host as `make run`;
-# a proxy elsewhere (another container, a load balancer) must be listed. From any other
-# peer lib/forwarded.py removes them before anything reads them. The client's address is
-# then the right-most X-Forwarded-For entry that is not itself a trusted proxy.
-MNEMO_BEHIND_PROXY = env_bool("MNEMO_BEHIND_PROXY", default=False)
-
-
-def _trusted_proxies() -> list[str]:
-    import ipaddress
-
-    raw = env.str("MNEMO_TRUSTED_PROXIES", default="").strip()
-    if not MNEMO_BEHIND_PROXY:
-        if raw:
-            raise environ.ImproperlyConfigured(
-                "MNEMO_TRUSTED_PROXIES is set but MNEMO_BEHIND_PROXY is not true; "
-                "set MNEMO_BEHIND_PROXY=true to trust those proxies."
-            )
-        return []
-    networks = []
-    for entry in filter(None, (part.strip() for part in raw.split(","))):
-        try:
-            networks.append(str(ipaddress.ip_network(entry)))
-        except ValueError as error:
-            raise environ.ImproperlyConfigured(f"MNEMO_TRUSTED_PROXIES: {error}.") from None
-    return networks or ["127.0.0.0/8", "::1/128"]
-
-
-MNEMO_TRUSTED_PROXIES = _trusted_proxies()
-AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out sign-in
-    "django.contrib.auth.backends.ModelBackend",
-]
-AXES_FAILURE_LIMIT = MNEMO_LOGIN_FAILURE_LIMIT
-AXES_COOLOFF_TIME = timedelta(minutes=MNEMO_LOGIN_LOCKOUT_MINUTES)
-# axes' own count is the address lock; the address's failures at an account are among them.
-AXES_LOCKOUT_PARAMETERS = ["ip_address"]
-# A try while locked out is refused unchecked and not counted, so the lock ends when announced.
-AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_HANDLER = "profiles.accounts.SignInThrottle"  # the account lock; what a sign-in clears
-AXES_LOCKOUT_CALLABLE = "profiles.accounts.locked_out"
-# The sign-in log (AccessLog) names the addresses an account is known at: keep it.
-AXES_DISABLE_ACCESS_LOG = False
-# REMOTE_ADDR, which lib/forwarded.py sets from a trusted proxy's X-Forwarded-For (an IPv6
-# address as its /64). A callable, because axes' AXES_IPWARE_* settings need django-ipware.
-AXES_CLIENT_IP_CALLABLE = "profiles.accounts.client_address"
-AXES_VERBOSE = False  # no banner on every process start (it went to manage.py's output)
-
-# Email, for password reset links: EMAIL_URL, e.g. smtp://user:password@mail.example.com:587
-# ?tls=true (or ?ssl=true on port 465), as Django's MAILERS (Django 6.1 deprecates the EMAIL_*
-# settings). Unset, there is no mailer: nothing is sent and the reset page says so.
-
-
-def _mailer(name: str) -> dict[str, object]:
-    """The URL, read by django-environ, as a MAILERS entry. django-environ leaves ?tls= and
-    ?ssl= in its OPTIONS, where no Django setting reads them (mail would go unencrypted), so
-    they are read here. Messages never repeat the URL: it holds a password."""
-    try:
-        config = environ.Env.email_url_config(env.str(name).strip())
-    except environ.ImproperlyConfigured as error:
-        raise environ.ImproperlyConfigured(f"{name}: {error}.") from None
-    for option, value in config.pop("OPTIONS", {}).items():
-        if option not in ("TLS", "SSL"):
-            raise environ.ImproperlyConfigured(
-                f"{name}: unknown option {option.lower()!r}; use ?tls=true or ?ssl=true."
-            )
-        config[f"EMAIL_USE_{option}"] = value
-    for setting in ("EMAIL_USE_TLS", "EMAIL_USE_SSL"):
-        flag = str(config.get(setting, False)).strip().lower()
-        if flag not in TRUE_WORDS + FALSE_WORDS:
-            option = setting.removeprefix("EMAIL_USE_").lower()
-            raise environ.ImproperlyConfigured(
-                f"{name}: {option}={flag!r} is not a boolean; use true or false."
-            )
-        config[setting] = flag in TRUE_WORDS
-    if config["EMAIL_USE_TLS"] and config["EMAIL_USE_SSL"]:
-        raise environ.ImproperlyConfigured(f"{name}: use tls or ssl, not both.")
-    backend = str(config["EMAIL_BACKEND"])
-    options: dict[str, object] = {}
-    if backend == "django.core.mail.backends.smtp.EmailBackend":
-        options = {
-            "host": config["EMAIL_HOST"] or "localhost",
-            "port": config["EMAIL_PORT"],  # None: 25, 587 with tls, 465 with ssl
-            "username": config["EMAIL_HOST_USER"],
-            "password": config["EMAIL_HOST_PASSWORD"],
-            "use_tls": config["EMAIL_USE_TLS"],
-            "use_ssl": config["EMAIL_USE_SSL"],
-            "timeout": 10,  # seconds: a stuck mail server must not hold a request for long
-        }
-    elif backend == "django.core.mail.backends.filebased.EmailBackend":
-        options = {"file_path": config["EMAIL_FILE_PATH"]}
-    return {"BACKEND": backend, "OPTIONS": {k: v for k, v in options.items() if v is not None}}
-
-
-MAILERS = {"default": _mailer("EMAIL_URL")} if env.str("EMAIL_URL", default="").strip() else {}
-# "MAILERS has no 'default' entry": without EMAIL_URL that is intended (see above).
+# "MAILERS has no 'default' entry": without EMAIL_URL that is intended (config/accounts.py).
 SILENCED_SYSTEM_CHECKS = ["mail.W001"]
-DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="webmaster@localhost")
-# --- end of accounts ----------------------------------------------------------------------
-
-# --- Public deployment: security headers, proxies, error pages ---
-# Behind a TLS-terminating proxy (MNEMO_BEHIND_PROXY, read in the accounts block above) a
-# request is HTTPS when the proxy's X-Forwarded-Proto says so, and its host name is the
-# proxy's X-Forwarded-Host (still checked against ALLOWED_HOSTS). The proxy must set both
-# headers itself, replacing whatever the client sent; from a peer not in
-# MNEMO_TRUSTED_PROXIES they are removed first (lib/forwarded.py).
-if MNEMO_BEHIND_PROXY:
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    USE_X_FORWARDED_HOST = True
-# Redirect plain HTTP to HTTPS. Behind a proxy this needs MNEMO_BEHIND_PROXY (and the proxy
-# in MNEMO_TRUSTED_PROXIES), or every request looks like plain HTTP and redirects forever.
-SECURE_SSL_REDIRECT = env_bool("MNEMO_SSL_REDIRECT", default=False)
-# HSTS: browsers use only HTTPS for this host for that many seconds. 0 (the default) is off;
-# turn it on once HTTPS works, e.g. 31536000 (a year). It covers subdomains unless
-# MNEMO_HSTS_INCLUDE_SUBDOMAINS=false. Asking for the browsers' preload list is the domain
-# owner's decision (it is hard to undo): MNEMO_HSTS_PRELOAD=true.
-SECURE_HSTS_SECONDS = env_int("MNEMO_HSTS_SECONDS", default=0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("MNEMO_HSTS_INCLUDE_SUBDOMAINS", default=True)
-SECURE_HSTS_PRELOAD = env_bool("MNEMO_HSTS_PRELOAD", default=False)
-if not SECURE_HSTS_PRELOAD:
-    SILENCED_SYSTEM_CHECKS += ["security.W021"]  # "not preloaded": off by choice, see above
-SECURE_CONTENT_TYPE_NOSNIFF = True
-SECURE_REFERRER_POLICY = "same-origin"
-SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
-X_FRAME_OPTIONS = "DENY"
-# Content-Security-Policy on every page: scripts and styles only from Mnemo's own static
-# files (no inline code; templates/base.html turns off htmx's injected styles and eval).
-# The Swagger UI page relaxes styles for itself only (config/urls.py).
-SECURE_CSP = {
-    "default-src": ["'self'"],
-    "script-src": ["'self'"],
-    "style-src": ["'self'"],
-    "img-src": ["'self'", "data:"],
-    "object-src": ["'none'"],
-    "base-uri": ["'none'"],
-    "frame-ancestors": ["'none'"],
-    "form-action": ["'self'"],
-}
-# Error answers (lib/http_errors.py): JSON under /api/, styled pages elsewhere; handler400/
-# 403/404/500 are set in config/urls.py.
-CSRF_FAILURE_VIEW = "lib.http_errors.csrf_failure"
-# --- end of public deployment ---------------------------------------------------------------
+if not SECURE_HSTS_PRELOAD:  # "not preloaded": off by choice (config/security.py)
+    SILENCED_SYSTEM_CHECKS += ["security.W021"]
 
 LOGGING = {
     "version": 1,

@@ -10,7 +10,8 @@ application = get_wsgi_application()
 # Load the tokenizer (~80 ms) and the search embedder (the local model, ~0.2 s) now, so the
 # first working-memory request and the first search do not wait for them.
 from lib.tokenizer import get_token_counter  # noqa: E402
-from search.embeddings import EmbeddingError, get_query_embedder  # noqa: E402
+from search.embedder_base import EmbeddingError  # noqa: E402
+from search.embeddings import get_query_embedder  # noqa: E402
 
 get_token_counter()
 try:

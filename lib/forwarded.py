@@ -3,7 +3,7 @@
 A proxy in front of Mnemo tells it who the client is (X-Forwarded-For), whether the client
 used HTTPS (X-Forwarded-Proto) and which host it asked for (X-Forwarded-Host). Any client
 can send the same headers, so they mean something only when the connecting address
-(REMOTE_ADDR) is such a proxy: settings.MNEMO_TRUSTED_PROXIES (config/settings.py; empty
+(REMOTE_ADDR) is such a proxy: settings.MNEMO_TRUSTED_PROXIES (config/accounts.py; empty
 unless MNEMO_BEHIND_PROXY is on). `honour_forwarded_headers` is the one rule:
 
 - from any other peer the forwarded headers are removed, so nothing that reads them later

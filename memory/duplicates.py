@@ -34,7 +34,8 @@ from django.db import connection
 
 from memory.models import Memory
 from memory.visibility import rule_sql
-from search.embeddings import EmbeddingError, get_text_comparer
+from search.embedder_base import EmbeddingError
+from search.embeddings import get_text_comparer
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser

@@ -34,7 +34,8 @@ from django.db.models import Func, TextField
 
 from memory.duplicates import MIN_SHARED_WORDS, near_threshold
 from memory.models import LookAlikeDismissal, Memory, Source
-from search.embeddings import EmbeddingError, get_text_comparer
+from search.embedder_base import EmbeddingError
+from search.embeddings import get_text_comparer
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser

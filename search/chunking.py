@@ -1,7 +1,7 @@
 """Split a document into overlapping passages for search.
 
 A chunk is a passage the embedding model reads whole. multilingual-e5-small (the offline
-model, search/embeddings.py) attends over at most 512 tokens; a longer text is embedded as
+model, search/e5_embedder.py) attends over at most 512 tokens; a longer text is embedded as
 the average of windows read separately, which blurs a passage's meaning. Measured with
 e5's tokenizer: plain English prose takes about 1.4 tokens a word (5.6 characters),
 technical markdown about 2.2 a word or 0.33 a character, code and HTML 0.35-0.39 a

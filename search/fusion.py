@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from search.embeddings import E5_MODEL_ID, WORDLLAMA_MODEL_ID
+from search.e5_embedder import E5_MODEL_ID
+from search.wordllama_embedder import WORDLLAMA_MODEL_ID
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -31,12 +31,13 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Model, Q, QuerySet
 
-from search.embeddings import EmbeddingError, EmbeddingUnavailable, get_embedder
+from search.embedder_base import EmbeddingError, EmbeddingUnavailable
+from search.embeddings import get_embedder
 from search.fields import vector_literal
 from search.registry import SearchSource, source_for, sources
 
 if TYPE_CHECKING:
-    from search.embeddings import Embedder
+    from search.embedder_base import Embedder
 
 EMBED_BATCH = 64
 logger = logging.getLogger(__name__)

@@ -6,14 +6,15 @@ from typing import TYPE_CHECKING, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
-from search.embeddings import EmbeddingError, get_embedder
+from search.embedder_base import EmbeddingError
+from search.embeddings import get_embedder
 from search.indexing import EMBED_BATCH, EmbeddingFailure, embed_rows, rows_needing_vectors
 from search.registry import SearchSource, sources
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from search.embeddings import Embedder
+    from search.embedder_base import Embedder
 
 BAR_WIDTH = 30
 

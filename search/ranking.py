@@ -51,7 +51,8 @@ from pgvector.django import CosineDistance, HalfVectorField
 
 from lib.errors import InvalidInput
 from search import fusion
-from search.embeddings import EmbeddingError, get_query_embedder, query_thread
+from search.embedder_base import EmbeddingError
+from search.embeddings import get_query_embedder, query_thread
 from search.fields import vector_literal
 from search.fusion import Floor, KeywordRow, Ranks, VectorRow
 from search.keyword import SIDE as KEYWORD
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from concurrent.futures import Future
 
-    from search.embeddings import Embedder
+    from search.embedder_base import Embedder
 
 logger = logging.getLogger(__name__)
 

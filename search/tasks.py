@@ -1,7 +1,7 @@
 """Celery tasks of the search engine. Idempotent: re-running one does no harm.
 
 `embed_pending`: writes request it (search/indexing.py), beat runs it every minute
-(search/schedule.py, config/settings.py CELERY_BEAT_SCHEDULE) and the worker runs it when it
+(search/schedule.py, config/broker.py CELERY_BEAT_SCHEDULE) and the worker runs it when it
 starts, so rows missed by a killed worker or a provider that was down are embedded
 without anyone running backfill_embeddings.
 
@@ -17,7 +17,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 
 from search import indexing, vector_index
-from search.embeddings import EmbeddingUnavailable
+from search.embedder_base import EmbeddingUnavailable
 
 # A provider that is down or rate-limiting: try again later, backing off. Meanwhile the
 # rows are found by keywords, and the periodic run tries again every minute regardless.

@@ -40,7 +40,8 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from search import registry
-from search.embeddings import EmbeddingError, get_embedder
+from search.embedder_base import EmbeddingError
+from search.embeddings import get_embedder
 
 if TYPE_CHECKING:
     from search.registry import SearchSource

