@@ -375,6 +375,33 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The tools' groups, in the order the manifest and MCP list them; the words before the
+    # colon lead each tool's description there (lib/tool_manifest.py), so what a tool works
+    # on is said plainly, whatever its name.
+    "TAGS": [
+        {
+            "name": "memory tools",
+            "description": "Memories: short facts about the user, one value per key "
+            "(fact:…, preference:…); what the working memory shows and search_memory finds. "
+            "Not documents.",
+        },
+        {
+            "name": "document tools",
+            "description": "Documents: Markdown files by path (MEMORY.md, the daily logs, the "
+            "identity files, your own folder agents/<your agent name>/); what memory_search "
+            "finds. Not memories.",
+        },
+        {
+            "name": "memory and document tools",
+            "description": "Memories and documents: both at once.",
+        },
+        {
+            "name": "work tools",
+            "description": "Work items: what agents hand the user (reports, drafts) and the "
+            "heartbeat's findings.",
+        },
+        {"name": "session tools", "description": "Session: the first-run ritual."},
+    ],
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "ENUM_NAME_OVERRIDES": {
         "MemorySourceEnum": "memory.models.Source",

@@ -415,7 +415,8 @@ class DocumentDeleteApi(WorkspaceToolApi):
         description="Delete the document at path; 404 if there is none. Its content stays "
         "in its history, so the user can restore it. With base_version (the version_id "
         "memory_read gave you) or its ETag as If-Match, a document that changed since is "
-        "not deleted: 409 version_conflict naming the current version." + IDENTITY_HELP,
+        "not deleted: 409 version_conflict naming the current version. A memory is "
+        "forgotten with delete_memory." + IDENTITY_HELP,
         request=DeleteInput,
         parameters=[IF_MATCH, CONFLICT_ETAG_HEADER],
         responses={

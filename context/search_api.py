@@ -14,12 +14,11 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from context.search import search_documents
-from context.serializers import SCOPE_HELP, ScopeField, document_errors, scope_param
+from context.serializers import SCOPE_HELP, TOOL_TAG, ScopeField, document_errors, scope_param
 from context.workspace import Caller, reads_global_scope, shown_path
 from lib.api import TextField, ToolInput
 from profiles.models import SystemToken
 from profiles.tool_base import ToolApi
-from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
 from search.serializers import ScorePartsMixin, bold_snippet, limit_field, query_field, score_parts
 
 if TYPE_CHECKING:
@@ -55,13 +54,14 @@ class MemorySearchApi(ToolApi):
 
     @extend_schema(
         operation_id="memory_search",
-        tags=[SEARCH_TOOL_TAG],
+        tags=[TOOL_TAG],
         summary="Search the documents",
         description="Find passages in documents by words and by meaning: the user's "
         "documents, your own private notes, the shared scopes granted to your user, and the "
         "company's when the operator shares them (each result's scope says whose; name "
         "scope to search one only). One result per document, its best passage with the "
-        "matched words in bold.",
+        "matched words in bold. Memories are searched with search_memory; ask_memory "
+        "searches both.",
         request=MemorySearchInput,
         responses={200: DocumentHitsSerializer, **document_errors(400, 401, 404, 413, 429)},
         examples=[

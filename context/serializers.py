@@ -28,7 +28,7 @@ from lib.api import ErrorSerializer, TextField, WholeNumberField, error_response
 from lib.http_errors import error_body
 from memory.models import ProposalStatus
 
-TOOL_TAG = "workspace tools"
+TOOL_TAG = "document tools"
 # The fixed scope names; a shared scope is shared:<slug> (context/workspace.py).
 SCOPES = ["user", "agent", "global"]
 SCOPE_PATTERN = rf"^({'|'.join(SCOPES)}|shared:[a-z0-9][a-z0-9_-]{{0,63}})$"

@@ -45,25 +45,46 @@ _KEEP = {
 
 @functools.cache
 def tool_manifest() -> list[dict[str, Any]]:
+    """Every tool, grouped by what it works on: the schema's tag order (SPECTACULAR_SETTINGS
+    "TAGS") decides the groups' order, and each description starts with its group's name, so
+    a model never has to guess from a tool's name whether it acts on memories or documents
+    (`memory_delete` deletes a document, `delete_memory` a memory)."""
     schema = SchemaGenerator().get_schema(request=None, public=True)
     components = schema.get("components", {}).get("schemas", {})
+    groups = {tag["name"]: tag.get("description", "") for tag in schema.get("tags", [])}
+    order = list(groups)
     tools = []
     for path, item in schema["paths"].items():
         if not path.startswith(TOOLS_PATH) or "post" not in item:
             continue
         operation = item["post"]
+        tag = (operation.get("tags") or [""])[0]
         body = operation["requestBody"]["content"]["application/json"]["schema"]
+        description = operation.get("description") or operation.get("summary", "")
         tools.append(
             {
                 "type": "function",
                 "function": {
                     "name": operation["operationId"],
-                    "description": operation.get("description") or operation.get("summary", ""),
+                    "description": _in_group(groups.get(tag, ""), description),
                     "parameters": to_json_schema(body, components),
                 },
+                "_group": order.index(tag) if tag in order else len(order),
             }
         )
+    tools.sort(key=lambda tool: tool.pop("_group"))  # stable: path order within a group
     return tools
+
+
+def group_label(tag_description: str) -> str:
+    """A tag's group name: its description up to the first colon ("Memories: …")."""
+    label, colon, _ = tag_description.partition(":")
+    return label.strip() if colon else ""
+
+
+def _in_group(tag_description: str, description: str) -> str:
+    label = group_label(tag_description)
+    return f"{label} — {description}" if label else description
 
 
 def tool_names() -> list[str]:

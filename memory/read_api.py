@@ -34,7 +34,6 @@ from memory.search import search_memory
 from memory.uses import memory_record_access
 from profiles.tool_base import ToolApi
 from search.ranking import USES_AT_FULL_NUDGE
-from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
 from search.serializers import ScorePartsMixin, limit_field, query_field, score_parts
 
 if TYPE_CHECKING:
@@ -175,12 +174,13 @@ class MemoryHitsSerializer(serializers.Serializer):
 class SearchMemoryApi(ToolApi):
     @extend_schema(
         operation_id="search_memory",
-        tags=[SEARCH_TOOL_TAG],
+        tags=[TOOL_TAG],
         summary="Search the user's memories",
         description="Find memories by words (their text, key and tags) and by meaning, "
         "best match first; use and age only break near ties. A query that matches nothing "
         "returns no results rather than the least bad ones. Each result carries its score "
-        "and the parts of it. Results count as a use.",
+        "and the parts of it. Results count as a use. Documents are searched with "
+        "memory_search; ask_memory searches both.",
         request=SearchMemoryInput,
         responses={200: MemoryHitsSerializer, **error_responses(400, 401, 403, 413, 429)},
         examples=[

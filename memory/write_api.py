@@ -44,7 +44,6 @@ from memory.api_guards import (
 from memory.models import Memory
 from memory.outcomes import DuplicateMemory, ReviewRequired
 from profiles.tool_base import ToolApi
-from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -245,7 +244,8 @@ class MemoryDeleteApi(ToolApi):
         summary="Forget a memory",
         description="Delete the memory with this key; 404 if there is none. The user can "
         "still restore it from its history. Deleting a memory the user stated waits for "
-        "their review: 202, status pending_review, with the proposal.",
+        "their review: 202, status pending_review, with the proposal. A document is "
+        "deleted with memory_delete.",
         request=DeleteMemorySerializer,
         responses={
             200: DeleteMemoryResultSerializer,
@@ -306,7 +306,7 @@ def _promote_schema(
     """promote_memory's schema under a name: memory_promote is the same tool."""
     return extend_schema(
         operation_id=operation_id,
-        tags=[SEARCH_TOOL_TAG],
+        tags=[TOOL_TAG],
         summary="Pin a memory",
         description=description,
         request=PromoteInput,
