@@ -7,7 +7,7 @@ each case for a user of its own on a throwaway embedded PostgreSQL:
 * consolidation (learning/profile.py `consolidate`): the case's profile is stored as the
   user's USER_MEMORY.md, its turn is consolidated, and what Mnemo kept is checked;
 * capture (learning/capture.py `capture`): the turn's observations as Mnemo noted them;
-* ask_memory (learning/ask.py): the case's memories are stored and embedded, then asked.
+* ask_memory (briefing/ask.py): the case's memories are stored and embedded, then asked.
 
 Each case's checks: the format was valid (Mnemo could use the answer, after its one retry
 at most), NOOP or a rewrite as expected (capture: nothing, or something, noted), each fact
@@ -258,7 +258,7 @@ def run_capture(case: dict[str, Any]) -> CaseResult:
 
 def run_ask(case: dict[str, Any]) -> CaseResult:
     from activity.actors import Actor
-    from learning.ask import ask_memory
+    from briefing.ask import ask_memory
     from memory.services import memory_upsert
     from search.indexing import embed_pending
 

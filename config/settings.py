@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "search",
     "llm",
     "learning",
+    "briefing",  # what an agent is given: system prompt, heartbeat, ask_memory
     "mcp_bridge",
     "portability",
     "pages",  # the pages that span layers, above them all (pages/urls.py)

@@ -78,7 +78,7 @@ def search_documents(
     )
     if path_prefix:
         readable &= under_prefix(path_prefix, agent, path_field="document__path")
-    # The consolidated profile is in every system prompt already (learning/system_prompt.py):
+    # The consolidated profile is in every system prompt already (briefing/system_prompt.py):
     # as a result it would hand an agent the whole profile again. The search box keeps it.
     readable &= ~Q(
         document__user__isnull=False, document__agent__isnull=True, document__path=PROFILE_PATH

@@ -5,7 +5,7 @@ import, the password.
 It shows several layers, so it lives in pages/: the settings themselves are the Profile's
 (profiles.services writes them), the search stats come from search.services, and the LLM,
 heartbeat and export panels are each their layer's template tag (llm/templatetags,
-learning/templatetags, portability/templatetags). Every action works as an htmx request (a
+briefing/templatetags, portability/templatetags). Every action works as an htmx request (a
 200 partial, errors inline) and as a plain form POST (redirect with a message, or the whole
 page with errors and status 400).
 """

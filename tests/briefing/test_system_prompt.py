@@ -1,4 +1,4 @@
-"""GET /api/v1/system-prompt and the complete_bootstrap tool (learning/system_prompt.py)."""
+"""GET /api/v1/system-prompt and the complete_bootstrap tool (briefing/system_prompt.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from drf_spectacular.generators import SchemaGenerator
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
-from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
-from context.services import append_agent_memory, document_write
-from learning.profile import PROFILE_PATH, SECTIONS, render_profile
-from learning.system_prompt import (
+from briefing.system_prompt import (
     BOOTSTRAP_NOTE,
     IDENTITY_FILES,
     TOOLS_NOTE,
     build_system_prompt,
 )
+from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
+from context.services import append_agent_memory, document_write
+from learning.profile import PROFILE_PATH, SECTIONS, render_profile
 from lib.data_fence import data_block
 from lib.tokenizer import TokenCounter, get_token_counter
 from lib.tool_manifest import tool_names
@@ -477,7 +477,7 @@ def test_the_whole_is_fitted_again_when_joining_parts_costs_more(
         return len(text) // 4 + 40 * text.count("\n\n## ")
 
     monkeypatch.setattr(
-        "learning.system_prompt.get_token_counter",
+        "briefing.system_prompt.get_token_counter",
         lambda: TokenCounter(name="test:joins", count=joined_costly),
     )
     write(alice, "IDENTITY.md", "You are Ada.")

@@ -9,11 +9,11 @@ from typing import Any
 
 from django import template
 
-from learning.heartbeat import heartbeat_status
+from briefing.heartbeat import heartbeat_status
 
 register = template.Library()
 
-PANEL_TEMPLATE = "learning/heartbeat_panel.html"
+PANEL_TEMPLATE = "briefing/heartbeat_panel.html"
 
 
 @register.inclusion_tag(PANEL_TEMPLATE, takes_context=True)
