@@ -1,7 +1,7 @@
 from django.urls import path
 
 from learning import apis
-from learning.profile_api import ProfileMemoryApi
+from learning.user_memory_api import ProfileMemoryApi
 
 urlpatterns = [
     path("turns", apis.TurnReportApi.as_view(), name="report_turn"),

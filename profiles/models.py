@@ -8,7 +8,8 @@ AGENT_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 MIN_TOKEN_BUDGET = 500
 MAX_TOKEN_BUDGET = 8000
 DEFAULT_TOKEN_BUDGET = 2000
-# The consolidated profile (learning/profile.py) has a budget of its own, in the same range.
+# The consolidated profile (learning/user_memory_loading.py) has a budget of its own, in the
+# same range.
 DEFAULT_PROFILE_BUDGET = 2000
 # LLM tokens a user's features may spend per day (UTC), prompt and completion together.
 MIN_LLM_DAILY_TOKENS = 1000

@@ -49,8 +49,8 @@ from schemathesis.config._checks import NegativeDataRejectionConfig
 
 from activity.actors import Actor
 from config.wsgi import application
-from context.services import append_agent_memory, document_write
-from learning.profile import PROFILE_PATH, empty_profile
+from context.services import PROFILE_PATH, append_agent_memory, document_write
+from learning.user_memory_doc import empty_profile
 from memory.services import memory_upsert
 
 SCHEMA_PATH = "/api/schema/"

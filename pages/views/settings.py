@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from learning.profile import profile_over_budget
+from learning.user_memory_loading import profile_over_budget
 from lib.errors import InvalidInput
 from lib.pages import HtmxHttpRequest, add_service_error, done, no_store, render_page
 from profiles.forms import (

@@ -17,8 +17,8 @@ from briefing.system_prompt import (
     build_system_prompt,
 )
 from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
-from context.services import append_agent_memory, document_write
-from learning.profile import PROFILE_PATH, SECTIONS, render_profile
+from context.services import PROFILE_PATH, append_agent_memory, document_write
+from learning.user_memory_doc import SECTIONS, render_profile
 from lib.data_fence import data_block
 from lib.tokenizer import TokenCounter, get_token_counter
 from lib.tool_manifest import tool_names
@@ -621,7 +621,8 @@ def test_a_profile_over_what_is_left_is_cut_at_whole_bullets_from_the_end(
     assert left_out > 0
     assert lead == f"({left_out} later bullets left out to fit the budget)"
     # The first bullets, whole, with every other line (frontmatter, headings) kept; a
-    # section the cut emptied says so, as the format wants (learning/profile.py cap_profile).
+    # section the cut emptied says so, as the format wants (learning/user_memory_loading.py
+    # cap_profile).
     dropped = set(bullets[len(kept_bullets) :])
     assert "_(empty)_" in kept
     assert [line for line in kept if line != "_(empty)_"] == [
