@@ -91,8 +91,8 @@ def test_the_diagram_names_every_package():
         (
             "llm/client.py",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from learning.models import Turn\n",
-            "learning.models",
+            "    from briefing.models import HeartbeatRun\n",
+            "briefing.models",
         ),
         ("learning/x.py", "from portability.export import export\n", "portability.export"),
         ("context/x.py", "from pages.views import search\n", "pages.views"),
