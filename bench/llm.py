@@ -4,10 +4,10 @@ the scripted server).
 Runs the three steps that ask the LLM over the hand-written cases of bench/llm_cases.json,
 each case for a user of its own on a throwaway embedded PostgreSQL:
 
-* consolidation (learning/profile.py `consolidate`): the case's profile is stored as the
+* consolidation (learning/consolidation.py `consolidate`): the case's profile is stored as the
   user's USER_MEMORY.md, its turn is consolidated, and what Mnemo kept is checked;
 * capture (learning/capture.py `capture`): the turn's observations as Mnemo noted them;
-* ask_memory (learning/ask.py): the case's memories are stored and embedded, then asked.
+* ask_memory (briefing/ask.py): the case's memories are stored and embedded, then asked.
 
 Each case's checks: the format was valid (Mnemo could use the answer, after its one retry
 at most), NOOP or a rewrite as expected (capture: nothing, or something, noted), each fact
@@ -191,8 +191,10 @@ def _calls(result: CaseResult, user: Any) -> None:
 def run_consolidation(case: dict[str, Any], *, budget: int) -> CaseResult:
     from activity.actors import Actor
     from context.services import PROFILE_PATH, document_write
+    from learning.consolidation import consolidate
     from learning.outcomes import ProfileStatus
-    from learning.profile import consolidate, load_profile, profile_frontmatter, render_profile
+    from learning.user_memory_doc import profile_frontmatter, render_profile
+    from learning.user_memory_loading import load_profile
     from profiles.models import Profile
 
     user, agent = _case_user("consolidation", case)
@@ -258,7 +260,7 @@ def run_capture(case: dict[str, Any]) -> CaseResult:
 
 def run_ask(case: dict[str, Any]) -> CaseResult:
     from activity.actors import Actor
-    from learning.ask import ask_memory
+    from briefing.ask import ask_memory
     from memory.services import memory_upsert
     from search.indexing import embed_pending
 

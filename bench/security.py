@@ -16,7 +16,7 @@ as the demo user and gives it agents, then tries, as an attacker would:
    import page as a replace (target: 0 that change the account, 0 jobs that do not end
    within the deadline, 0 answers of 500 afterwards from the job page, the preview as of a
    past moment, the working memory as of it and the history pages);
-5. forged instructions: agent A writes tests/learning/test_prompt_forgery.py's hostile text
+5. forged instructions: agent A writes tests/briefing/test_prompt_forgery.py's hostile text
    everywhere an agent token can (MEMORY.md, today's log, each identity file, its own
    folder, USER_MEMORY.md, one-line tools with line breaks); agent B's system prompt is then
    read and its own headings (as CommonMark reads them) compared with those before the
@@ -461,7 +461,7 @@ def probe_forgery(browser: Browser, forger: Agent, reader: Agent) -> bool:
     from django.contrib.auth import get_user_model
 
     from context.well_known import daily_path, user_timezone
-    from tests.learning.test_prompt_forgery import (
+    from tests.briefing.test_prompt_forgery import (
         HOSTILE,
         MARK,
         headings_outside_fences,

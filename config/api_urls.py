@@ -8,6 +8,7 @@ urlpatterns = [
     path("", include("memory.api_urls")),
     path("", include("context.api_urls")),
     path("", include("learning.api_urls")),
+    path("", include("briefing.api_urls")),
     path("", include("work.api_urls")),
     path("", include("portability.api_urls")),
     path("tools", ToolManifestApi.as_view(), name="tool_manifest"),

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "search",
     "llm",
     "learning",
+    "briefing",  # what an agent is given: system prompt, heartbeat, ask_memory
     "mcp_bridge",
     "portability",
     "pages",  # the pages that span layers, above them all (pages/urls.py)
@@ -292,7 +293,7 @@ MNEMO_LLM_RETRIES = env_int("MNEMO_LLM_RETRIES", default=1)
 MNEMO_LLM_TOKENIZER = env.str("MNEMO_LLM_TOKENIZER", default="").strip()
 # The most of a turn (each message, each tool output) sent to the model, in characters.
 MNEMO_LLM_TURN_CHARS = env_int("MNEMO_LLM_TURN_CHARS", default=8000, minimum=500)
-# The heartbeat (learning/heartbeat.py): each user whose heartbeat is on and whose
+# The heartbeat (briefing/heartbeat.py): each user whose heartbeat is on and whose
 # HEARTBEAT.md is not empty gets one LLM turn with that checklist at most once per INTERVAL
 # seconds (beat looks every minute who is due; a failed run is tried again sooner). A finding
 # is POSTed to the user's webhook in at most ATTEMPTS tries of TIMEOUT seconds each (all of a
@@ -300,7 +301,7 @@ MNEMO_LLM_TURN_CHARS = env_int("MNEMO_LLM_TURN_CHARS", default=8000, minimum=500
 # second and twice as long before each next one.
 MNEMO_HEARTBEAT_INTERVAL = env_int("MNEMO_HEARTBEAT_INTERVAL", default=1800, minimum=60)
 MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS = env_int("MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS", default=3, minimum=1)
-if MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS > 10:  # learning.models.MAX_WEBHOOK_ATTEMPTS
+if MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS > 10:  # briefing.models.MAX_WEBHOOK_ATTEMPTS
     raise environ.ImproperlyConfigured(
         f"MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS={MNEMO_HEARTBEAT_WEBHOOK_ATTEMPTS} must be at most 10."
     )

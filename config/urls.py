@@ -32,13 +32,14 @@ urlpatterns = [
     re_path(r"^api/", api_not_found),
     # Pages: those spanning layers (pages/urls.py: the Context page with its Documents tab,
     # search, Settings, activity, the navigation), then each layer's own: the review inbox,
-    # its document decisions, work, the reported turns and the heartbeat, agents and accounts,
+    # its document decisions, work, the reported turns, the heartbeat, agents and accounts,
     # export and import.
     path("", include("pages.urls")),
     path("", include("memory.urls")),
     path("", include("context.urls")),
     path("work/", include("work.urls")),
     path("", include("learning.urls")),
+    path("", include("briefing.urls")),
     path("", include("profiles.urls")),
     path("", include("portability.urls")),
 ]

@@ -218,7 +218,7 @@ class DocumentVersion(ActorMixin):
     path = models.CharField(max_length=MAX_PATH_LENGTH)
     action = models.CharField(max_length=8, choices=VersionAction.choices)
     body = models.TextField(blank=True)
-    # The reported turn whose consolidation wrote this version (learning/profile.py).
+    # The reported turn whose consolidation wrote this version (learning/consolidation.py).
     turn = models.ForeignKey(
         "llm.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

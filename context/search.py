@@ -1,4 +1,5 @@
-"""Searching documents, and the search box's search of memories and documents together.
+"""Searching documents, and the one search of both layers, memories and documents together,
+that the search box and `ask_memory` share (`search_everything`).
 
 The engine (search/ranking.py) ranks the chunk rows a caller may read, as
 context/workspace.py says; a document is found by its best chunk, its score the chunk's
@@ -19,7 +20,7 @@ from context.models import DocumentChunk
 from context.services import PROFILE_PATH
 from context.workspace import readable_scope, under_prefix
 from memory.models import Memory
-from memory.search import MEMORY_ROLE, MemoryHit, memory_hits, rank_memories
+from memory.search import MEMORY_ROLE, MemoryHit, memory_hits, rank_memories, search_memory
 from search.models import SearchTool
 from search.ranking import (
     Ranks,
@@ -78,7 +79,7 @@ def search_documents(
     )
     if path_prefix:
         readable &= under_prefix(path_prefix, agent, path_field="document__path")
-    # The consolidated profile is in every system prompt already (learning/system_prompt.py):
+    # The consolidated profile is in every system prompt already (briefing/system_prompt.py):
     # as a result it would hand an agent the whole profile again. The search box keeps it.
     readable &= ~Q(
         document__user__isnull=False, document__agent__isnull=True, document__path=PROFILE_PATH
@@ -90,7 +91,9 @@ def search_documents(
 
 
 @dataclass(frozen=True)
-class PageResults:
+class BothLayers:
+    """What one search of both layers found, each layer's hits best first."""
+
     memories: list[MemoryHit]
     documents: list[DocumentHit]
 
@@ -102,14 +105,37 @@ def search_everything(
     limit: int = 10,
     include_global: bool = False,
     closest: bool = False,
-) -> PageResults:
-    """The search box: the user's memories and documents, their agents' private notes and
-    their granted scopes included, with one query embedding per model and one log row.
-    Looking is not using: the hits' access counts (which rank the working memory) stay as
-    they are. `closest` shows what was nearest even below the relevance floor (the page's
-    "show the closest")."""
+    agent: Agent | None = None,
+    document_limit: int | None = None,
+) -> BothLayers:
+    """The one search of both layers: the memories and the documents best matching the
+    query, at most `limit` memories and `document_limit` (default `limit`) documents.
+
+    Who reads decides what is found, what counts and what is logged:
+    - the user, through the search box (no `agent`): their memories and documents, their
+      agents' private notes and their granted scopes included, with one query embedding
+      per model and one log row. Looking is not using: the hits' access counts (which rank
+      the working memory) stay as they are. `closest` shows what was nearest even below
+      the relevance floor (the page's "show the closest").
+    - an agent, through `ask_memory` (briefing/ask.py): exactly what its own tools would
+      find, `search_memory` (memory/search.py) and `memory_search` (`search_documents`),
+      each logged as its tool's, and the memories found count as used, as after a search
+      of its own (the agent uses them, through the answer)."""
+    document_limit = limit if document_limit is None else document_limit
+    if agent is not None:
+        return BothLayers(
+            memories=search_memory(user=user, agent=agent, query=query, limit=limit),
+            documents=search_documents(
+                user=user,
+                agent=agent,
+                include_global=include_global,
+                query=query,
+                limit=document_limit,
+            ),
+        )
     started = time.perf_counter()
     query, limit = check_query(query, limit)
+    query, document_limit = check_query(query, document_limit)
     vectors = query_vectors_soon(query, [MEMORY_ROLE, DOCUMENT_ROLE])
     ranked = rank_memories(
         user=user, query=query, vector=vectors[MEMORY_ROLE], limit=limit, closest=closest
@@ -117,9 +143,11 @@ def search_everything(
     scope = readable_scope(
         user=user, all_agents=True, include_global=include_global, path_field="document__path"
     )
-    results = PageResults(
+    results = BothLayers(
         memories=memory_hits(ranked, Memory.objects.in_bulk([row.pk for row in ranked])),
-        documents=_document_hits(scope, query, vectors[DOCUMENT_ROLE], limit, closest=closest),
+        documents=_document_hits(
+            scope, query, vectors[DOCUMENT_ROLE], document_limit, closest=closest
+        ),
     )
     found = len(results.memories) + len(results.documents)
     search_log(user=user, tool=SearchTool.PAGE, started=started, results=found)

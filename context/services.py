@@ -69,14 +69,15 @@ AGENT_MEMORY_PATH = "AGENT_MEMORY.md"
 # (context/workspace.py), so the user's own documents may not live there.
 AGENTS_FOLDER = "agents"
 # The identity files. At the root of a user's documents they are the user's, read by every
-# one of their agents (the system prompt, learning/system_prompt.py; the heartbeat's
-# checklist, learning/heartbeat.py): an agent's change to one waits for the user's review.
+# one of their agents (the system prompt, briefing/system_prompt.py; the heartbeat's
+# checklist, briefing/heartbeat.py): an agent's change to one waits for the user's review.
 # Never read from a shared or the global scope (context/workspace.py primary_only).
 IDENTITY_FILES = frozenset(
     {"IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md", "HEARTBEAT.md"}
 )
 BOOTSTRAP_PATH = "BOOTSTRAP.md"
-# The consolidated profile (learning/profile.py), in the user's own documents.
+# The consolidated user-memory document, in the user's own documents: its format in
+# learning/user_memory_doc.py, its rewrite after a turn in learning/consolidation.py.
 PROFILE_PATH = "USER_MEMORY.md"
 
 
@@ -250,7 +251,7 @@ def document_delete(
 
     With base_version, a document that changed since that version is not deleted
     (check_base_version); a missing one is NotFound with or without it. ending_bootstrap:
-    complete_bootstrap's deletion of the user's BOOTSTRAP.md (learning/system_prompt.py),
+    complete_bootstrap's deletion of the user's BOOTSTRAP.md (briefing/system_prompt.py),
     the one change of a root identity file an agent makes without review.
     """
     scope = scope_columns(user, agent, shared_scope)

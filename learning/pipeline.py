@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from activity import events
 from learning.capture import capture
+from learning.consolidation import consolidate
 from learning.outcomes import CaptureOutcome, ObservationStatus, ProfileOutcome, as_dict
-from learning.profile import consolidate
 from llm.models import Turn, TurnStatus
 from profiles.services import profile_for_user
 

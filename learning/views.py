@@ -1,23 +1,18 @@
 """The turn pages: the reported turns, newest first, and one turn's whole story (who
 reported it, what was said, what came of it, what it cost). Read-only; the user's own
-turns only (anyone else's is a 404). Also the heartbeat's actions: Run now, its status
-panel on the Settings page, and the navigation count's link to the findings."""
+turns only (anyone else's is a 404)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django import forms
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
-from django.shortcuts import redirect
+from django.http import Http404
 from django.template.response import TemplateResponse
-from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
-from learning import heartbeat
 from learning.selectors import outcome_line, turn_get, turn_list, turn_story
 from lib.pages import HtmxHttpRequest, render_page
 from llm.models import Turn, TurnStatus
@@ -70,45 +65,3 @@ def turn_page(request: HtmxHttpRequest, turn_id: int) -> TemplateResponse:
     turn = _get_turn_for_user(request.user, turn_id)
     context = {"story": turn_story(turn=turn), "turn": turn}
     return render_page(request, TURN_TEMPLATE, context, partial="turn")
-
-
-# --- the heartbeat (learning/heartbeat.py): Run now, its status panel, the findings link -----
-
-HEARTBEAT_PANEL_TEMPLATE = "learning/heartbeat_panel.html"
-
-
-def _heartbeat_panel(request: HtmxHttpRequest, **extra: Any) -> TemplateResponse:
-    context = {"status": heartbeat.heartbeat_status(user=request.user), **extra}
-    return TemplateResponse(request, HEARTBEAT_PANEL_TEMPLATE, context)
-
-
-@login_required
-@require_GET
-def heartbeat_status_panel(request: HtmxHttpRequest) -> HttpResponse:
-    """The Settings page's heartbeat status alone (htmx polls it while a run is going)."""
-    if not request.htmx:
-        return redirect("pages:settings")
-    return _heartbeat_panel(request)
-
-
-@login_required
-@require_POST
-def heartbeat_run_now(request: HtmxHttpRequest) -> HttpResponse:
-    """Run now: send the user's heartbeat to the worker (the run records what came of it);
-    refused while the heartbeat is off, while one runs or without a checklist."""
-    sent = heartbeat.heartbeat_send_now(user=request.user)
-    if request.htmx:
-        if sent.queued:
-            return _heartbeat_panel(request, run_message=sent.message)
-        return _heartbeat_panel(request, run_error=sent.message)
-    (messages.success if sent.queued else messages.error)(request, sent.message)
-    return redirect("pages:settings")
-
-
-@login_required
-@require_GET
-def heartbeat_findings(request: HtmxHttpRequest) -> HttpResponse:
-    """The navigation count's link: the findings count as seen, and the Work page shows
-    the heartbeat's."""
-    heartbeat.findings_mark_seen(user=request.user)
-    return redirect(f"{reverse('work_list')}?kind=heartbeat")

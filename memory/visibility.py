@@ -50,7 +50,7 @@ def _allowed_by_rule(agent: Agent | None) -> Q:
 
 def reads_all_memory(agent: Agent | None) -> bool:
     """Does the agent read all of the user's memory? Only then is it given what is built
-    from all of it: the consolidated profile USER_MEMORY.md (learning/profile.py)."""
+    from all of it: the consolidated profile USER_MEMORY.md (learning/user_memory_doc.py)."""
     return agent is None or agent.memory_rule == ReadRule.ALL
 
 

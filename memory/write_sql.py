@@ -36,7 +36,7 @@ def _quote(name: str) -> str:
 
 
 # New entries' locks are (NEW_ENTRY_LOCKS, a hash of the user and the kind): the two-key
-# form of PostgreSQL's advisory locks, as learning/heartbeat.py's, in a space of their own.
+# form of PostgreSQL's advisory locks, as briefing/heartbeat.py's, in a space of their own.
 # Two (user, kind) pairs that share a hash only wait for each other a little more.
 NEW_ENTRY_LOCKS = 0x4E45  # "NE"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
+from briefing.heartbeat import unseen_findings_count
 from context.selectors import pending_document_proposal_count
-from learning.heartbeat import unseen_findings_count
 from memory.selectors import pending_proposal_count
 
 if TYPE_CHECKING:

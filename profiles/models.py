@@ -8,7 +8,8 @@ AGENT_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 MIN_TOKEN_BUDGET = 500
 MAX_TOKEN_BUDGET = 8000
 DEFAULT_TOKEN_BUDGET = 2000
-# The consolidated profile (learning/profile.py) has a budget of its own, in the same range.
+# The consolidated profile (learning/user_memory_loading.py) has a budget of its own, in the
+# same range.
 DEFAULT_PROFILE_BUDGET = 2000
 # LLM tokens a user's features may spend per day (UTC), prompt and completion together.
 MIN_LLM_DAILY_TOKENS = 1000
@@ -61,7 +62,7 @@ class Profile(models.Model):
     )
     heartbeat_enabled = models.BooleanField(
         default=False,
-        help_text="Run the HEARTBEAT.md checklist on a schedule (learning/heartbeat.py).",
+        help_text="Run the HEARTBEAT.md checklist on a schedule (briefing/heartbeat.py).",
     )
     notify_webhook_url = models.URLField(
         max_length=500,

@@ -153,7 +153,7 @@ def webhook_url_clean(*, url: object, resolver: outbound.Resolver | None = None)
     not an http(s) URL, too long, or refused by lib/outbound.py (credentials in it, an odd
     host, an address inside the network that MNEMO_OUTBOUND_ALLOW does not list). The
     message says why without saying anything of what answers at that address: nothing is
-    sent here. Every POST checks the URL again (learning/heartbeat.py)."""
+    sent here. Every POST checks the URL again (briefing/heartbeat.py)."""
     if not isinstance(url, str):
         raise InvalidInput(WEBHOOK_URL_MESSAGE, field="notify_webhook_url")
     url = url.strip()

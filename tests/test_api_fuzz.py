@@ -49,9 +49,9 @@ from schemathesis.config._checks import NegativeDataRejectionConfig
 
 from activity.actors import Actor
 from config.wsgi import application
-from context.services import document_write
+from context.services import PROFILE_PATH, document_write
 from context.well_known import append_agent_memory
-from learning.profile import PROFILE_PATH, empty_profile
+from learning.user_memory_doc import empty_profile
 from memory.services import memory_upsert
 
 SCHEMA_PATH = "/api/schema/"

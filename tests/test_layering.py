@@ -14,11 +14,14 @@ import pytest
 from tests.pages.test_layering import imported_names
 from tests.search.test_layering import ROOT
 
-# Top to bottom. Placed where their imports say: portability (export and import) reads and
-# writes memory, context and work; work needs only profiles and activity; mcp_bridge (the
-# stdio MCP server, which calls the tool API over HTTP) needs only profiles' tokens.
+# Top to bottom. Placed where their imports say: briefing (the system prompt, the heartbeat,
+# ask_memory) reads learning's consolidated USER_MEMORY.md; portability (export and import)
+# reads and writes memory, context and work; work needs only profiles and activity;
+# mcp_bridge (the stdio MCP server, which calls the tool API over HTTP) needs only
+# profiles' tokens.
 TIERS: list[set[str]] = [
     {"pages"},
+    {"briefing"},
     {"learning", "portability"},
     {"context"},
     {"memory", "work"},
@@ -88,8 +91,8 @@ def test_the_diagram_names_every_package():
         (
             "llm/client.py",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from learning.models import Turn\n",
-            "learning.models",
+            "    from briefing.models import HeartbeatRun\n",
+            "briefing.models",
         ),
         ("learning/x.py", "from portability.export import export\n", "portability.export"),
         ("context/x.py", "from pages.views import search\n", "pages.views"),

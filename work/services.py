@@ -146,7 +146,7 @@ def work_seen_again(
     *, user: AbstractBaseUser, pk: int, actor: Actor, run_id: int
 ) -> WorkItem | None:
     """Note on one of the user's open heartbeat findings that the heartbeat reported it
-    again (learning/heartbeat.py): its `seen_again` count and `last_seen_run` in the
+    again (briefing/heartbeat.py): its `seen_again` count and `last_seen_run` in the
     metadata, its updated time, and a `work_updated` event naming `seen_again`. None when
     the item is no longer an open finding (done, archived or deleted meanwhile): then the
     heartbeat makes a new one."""

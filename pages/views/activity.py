@@ -262,7 +262,7 @@ def _describe_learning(event: ActivityEvent, by_agent: str) -> str:
         )
         left_out = _count(payload.get("left_out_lines"))
         if left_out:
-            # learning/profile.py consolidates from the capped text; the rest is only in
+            # learning/consolidation.py consolidates from the capped text; the rest is only in
             # the version it started from, so the row says which one.
             source = _count(payload.get("left_out_version_id"))
             kept_in = f"version {source}" if source else "the profile's history"

@@ -5,7 +5,7 @@ import, the password.
 It shows several layers, so it lives in pages/: the settings themselves are the Profile's
 (profiles.services writes them), the search stats come from search.services, and the LLM,
 heartbeat and export panels are each their layer's template tag (llm/templatetags,
-learning/templatetags, portability/templatetags). Every action works as an htmx request (a
+briefing/templatetags, portability/templatetags). Every action works as an htmx request (a
 200 partial, errors inline) and as a plain form POST (redirect with a message, or the whole
 page with errors and status 400).
 """
@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from learning.profile import profile_over_budget
+from learning.user_memory_loading import profile_over_budget
 from lib.errors import InvalidInput
 from lib.pages import HtmxHttpRequest, add_service_error, done, no_store, render_page
 from profiles.forms import (

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bench.llm import CASES_FILE, found_spelling, load_cases, run_bench
-from learning.profile import render_profile
+from learning.user_memory_doc import render_profile
 
 pytestmark = pytest.mark.django_db
 
@@ -143,7 +143,7 @@ def test_a_model_that_answers_right_scores_full_on_every_step(llm_server):
 
 
 def test_a_weak_model_is_reported_and_its_profile_refused(llm_server):
-    from learning.profile import load_profile
+    from learning.user_memory_loading import load_profile
     from profiles.models import Profile
 
     reports, printed = run(llm_server, bad_answer)

@@ -8,13 +8,14 @@ import json
 
 import pytest
 
+from context.services import PROFILE_PATH
 from learning.capture import capture
+from learning.consolidation import consolidate
 from learning.outcomes import ProfileStatus
-from learning.profile import PROFILE_PATH, consolidate
 from llm.models import Turn, TurnStatus
 from memory.models import Memory, MemoryProposal
 from tests.fake_openai import ChatReply
-from tests.learning.test_profile import answer, profile_document, store
+from tests.learning.test_user_memory import answer, profile_document, store
 from tests.lib.test_credentials import token
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from activity.actors import Actor
 from activity.models import EventType
 from context.models import DocumentVersion
 from context.services import document_write
-from learning.profile import cap_profile, left_out_lines
+from learning.user_memory_loading import cap_profile, left_out_lines
 from lib.errors import InvalidInput
 from llm import selectors as llm_selectors
 from llm.client import model_token_counter

@@ -37,7 +37,7 @@ from lib.tool_manifest import tool_manifest
 from memory.models import Memory
 from memory.services import memory_upsert
 from profiles.services import profile_update
-from tests.learning.test_prompt_forgery import (
+from tests.briefing.test_prompt_forgery import (
     assert_unforged,
     forge_everything,
     freeze,
@@ -464,7 +464,7 @@ def test_another_agents_writes_forge_no_section_of_the_prompt_or_the_resource(
     mcp_url, call_tool, no_llm, monkeypatch, alice
 ):
     """Issue 25: the MCP prompt and resource are the same prompt as the API's, so agent A's
-    forgery (tests/learning/test_prompt_forgery.py) reaches neither outside its fences."""
+    forgery (tests/briefing/test_prompt_forgery.py) reaches neither outside its fences."""
     freeze(monkeypatch)
     token_a, token_b = make_agents(alice)
     forge_everything(call_tool, token_a)

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
-from learning.heartbeat import unseen_findings_count
-from learning.models import HeartbeatRun, RunOutcome
+from briefing.heartbeat import unseen_findings_count
+from briefing.models import HeartbeatRun, RunOutcome
 from lib.errors import NotFound
 from portability.export import export_counts
 from work.models import WorkItem, WorkKind, WorkStatus

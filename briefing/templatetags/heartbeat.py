@@ -1,7 +1,7 @@
 """The Settings page's heartbeat status, as a tag: `{% load heartbeat %}{% heartbeat_panel %}`.
 
-The panel is learning/'s own: the Settings page (pages/views/settings.py) shows it where its
-template loads the tag, and the Run now view (learning/views.py) renders the same template."""
+The panel is briefing/'s own: the Settings page (pages/views/settings.py) shows it where its
+template loads the tag, and the Run now view (briefing/views.py) renders the same template."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 from django import template
 
-from learning.heartbeat import heartbeat_status
+from briefing.heartbeat import heartbeat_status
 
 register = template.Library()
 
-PANEL_TEMPLATE = "learning/heartbeat_panel.html"
+PANEL_TEMPLATE = "briefing/heartbeat_panel.html"
 
 
 @register.inclusion_tag(PANEL_TEMPLATE, takes_context=True)

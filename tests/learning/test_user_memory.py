@@ -1,5 +1,6 @@
-"""learning/profile.py: the consolidated profile's format, its consolidation after a turn
-against the fake OpenAI-compatible server, and loading it within the budget."""
+"""USER_MEMORY.md, the consolidated profile: its format (learning/user_memory_doc.py), its
+consolidation after a turn against the fake OpenAI-compatible server
+(learning/consolidation.py), and loading it within the budget (learning/user_memory_loading.py)."""
 
 from __future__ import annotations
 
@@ -8,25 +9,21 @@ import datetime
 import pytest
 from django.utils import timezone
 
-import learning.profile
+import learning.consolidation
 from activity.actors import Actor, ActorKind
 from activity.models import ActivityEvent, EventType
 from context.models import Document, DocumentVersion
-from context.services import document_write
+from context.services import PROFILE_PATH, document_write
+from learning.consolidation import consolidate, strip_fence
 from learning.outcomes import ProfileStatus
-from learning.profile import (
-    PROFILE_PATH,
+from learning.user_memory_doc import (
     SECTIONS,
-    cap_profile,
-    consolidate,
     empty_profile,
-    left_out_lines,
-    load_profile,
     parse_profile,
     render_profile,
-    strip_fence,
     validate_profile,
 )
+from learning.user_memory_loading import cap_profile, left_out_lines, load_profile
 from lib.errors import LLMNotConfigured
 from llm.client import model_token_counter
 from llm.models import LLMCall, Turn, TurnStatus
@@ -594,7 +591,7 @@ def test_the_users_edit_between_read_and_write_is_kept_and_is_the_base_of_the_re
     if stored_before:
         store(alice, answer(Identity=["Alice"]))
     users_edit = answer(Identity=["Alice"], Communication=["Prefers tea, edited by Alice"])
-    real_complete = learning.profile.complete
+    real_complete = learning.consolidation.complete
     calls = []
 
     def complete_while_the_user_edits(**kwargs):
@@ -604,7 +601,7 @@ def test_the_users_edit_between_read_and_write_is_kept_and_is_the_base_of_the_re
             store(alice, users_edit)
         return completion
 
-    monkeypatch.setattr(learning.profile, "complete", complete_while_the_user_edits)
+    monkeypatch.setattr(learning.consolidation, "complete", complete_while_the_user_edits)
     llm_server.script_chat(
         ChatReply(answer(Identity=["Alice"], Recent_Topics=["from the stale base"])),
         ChatReply(
@@ -634,7 +631,7 @@ def test_a_user_editing_after_every_read_wins_and_the_consolidation_gives_up(
     llm_server, alice, monkeypatch
 ):
     store(alice, answer(Identity=["Alice"]))
-    real_complete = learning.profile.complete
+    real_complete = learning.consolidation.complete
     edits = []
 
     def complete_while_the_user_edits(**kwargs):
@@ -643,7 +640,7 @@ def test_a_user_editing_after_every_read_wins_and_the_consolidation_gives_up(
         store(alice, edits[-1])
         return completion
 
-    monkeypatch.setattr(learning.profile, "complete", complete_while_the_user_edits)
+    monkeypatch.setattr(learning.consolidation, "complete", complete_while_the_user_edits)
     llm_server.chat_default = answer(Identity=["Alice"], Recent_Topics=["model"])
     turn = make_turn(alice)
 
@@ -695,14 +692,14 @@ def test_while_memory_is_paused_no_tokens_are_spent(llm_server, alice):
 
 
 def test_a_pause_that_comes_during_the_call_writes_nothing(llm_server, alice, monkeypatch):
-    real_complete = learning.profile.complete
+    real_complete = learning.consolidation.complete
 
     def complete_then_pause(**kwargs):
         completion = real_complete(**kwargs)
         Profile.objects.filter(user=alice).update(memory_paused=True)
         return completion
 
-    monkeypatch.setattr(learning.profile, "complete", complete_then_pause)
+    monkeypatch.setattr(learning.consolidation, "complete", complete_then_pause)
     llm_server.chat_default = answer(Identity=["Alice"])
     turn = make_turn(alice)
 

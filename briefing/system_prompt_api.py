@@ -1,6 +1,6 @@
 """The agent API for the session's system prompt (`GET /api/v1/system-prompt`) and the end of
 the first-run ritual (`POST /api/v1/tools/complete_bootstrap`); the work is in
-learning/system_prompt.py."""
+briefing/system_prompt.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from learning.system_prompt import (
+from briefing.system_prompt import (
     BOOTSTRAP_PATH,
     DEFAULT_BUDGET,
     MAX_BUDGET,

@@ -1,4 +1,4 @@
-"""GET /api/v1/system-prompt and the complete_bootstrap tool (learning/system_prompt.py)."""
+"""GET /api/v1/system-prompt and the complete_bootstrap tool (briefing/system_prompt.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from drf_spectacular.generators import SchemaGenerator
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
-from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
-from context.services import document_write
-from context.well_known import append_agent_memory
-from learning.profile import PROFILE_PATH, SECTIONS, render_profile
-from learning.system_prompt import (
+from briefing.system_prompt import (
     BOOTSTRAP_NOTE,
     IDENTITY_FILES,
     TOOLS_NOTE,
     build_system_prompt,
 )
+from context.models import Document, DocumentVersion, ScopeGrant, SharedScope
+from context.services import PROFILE_PATH, document_write
+from context.well_known import append_agent_memory
+from learning.user_memory_doc import SECTIONS, render_profile
 from lib.data_fence import data_block
 from lib.tokenizer import TokenCounter, get_token_counter
 from lib.tool_manifest import tool_names
@@ -478,7 +478,7 @@ def test_the_whole_is_fitted_again_when_joining_parts_costs_more(
         return len(text) // 4 + 40 * text.count("\n\n## ")
 
     monkeypatch.setattr(
-        "learning.system_prompt.get_token_counter",
+        "briefing.system_prompt.get_token_counter",
         lambda: TokenCounter(name="test:joins", count=joined_costly),
     )
     write(alice, "IDENTITY.md", "You are Ada.")
@@ -622,7 +622,8 @@ def test_a_profile_over_what_is_left_is_cut_at_whole_bullets_from_the_end(
     assert left_out > 0
     assert lead == f"({left_out} later bullets left out to fit the budget)"
     # The first bullets, whole, with every other line (frontmatter, headings) kept; a
-    # section the cut emptied says so, as the format wants (learning/profile.py cap_profile).
+    # section the cut emptied says so, as the format wants (learning/user_memory_loading.py
+    # cap_profile).
     dropped = set(bullets[len(kept_bullets) :])
     assert "_(empty)_" in kept
     assert [line for line in kept if line != "_(empty)_"] == [

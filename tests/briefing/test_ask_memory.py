@@ -5,8 +5,8 @@ compacted to the same budget, saying why."""
 import pytest
 
 from activity.actors import Actor
+from briefing.ask import fit_tokens
 from context.services import document_write
-from learning.ask import fit_tokens
 from llm.client import model_token_counter
 from llm.models import CallOutcome, LLMCall
 from memory.models import Memory

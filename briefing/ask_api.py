@@ -1,5 +1,5 @@
 """The agent API for the memory assistant: `POST /api/v1/tools/ask_memory`
-(learning/ask.py does the work)."""
+(briefing/ask.py does the work)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from learning.ask import (
+from briefing.ask import (
     DEFAULT_ANSWER_TOKENS,
     DOCUMENT,
     DOCUMENT_RESULTS,

@@ -1,4 +1,4 @@
-"""A heartbeat that remembers (learning/heartbeat.py): HEARTBEAT_OK is read leniently, the
+"""A heartbeat that remembers (briefing/heartbeat.py): HEARTBEAT_OK is read leniently, the
 turn lists the open findings of earlier runs, and a finding with an open one's title is
 noted on it instead of making a new Work item and another webhook POST."""
 
@@ -10,11 +10,11 @@ import pytest
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
-from learning import heartbeat
-from learning.models import RunOutcome, RunTrigger, WebhookStatus
+from briefing import heartbeat, heartbeat_findings
+from briefing.models import RunOutcome, RunTrigger, WebhookStatus
+from tests.briefing.test_heartbeat import CHECKLIST, FINDING, heartbeat_on, prompt_of, write
 from tests.fake_openai import ChatReply
 from tests.fake_webhook import FakeWebhook
-from tests.learning.test_heartbeat import CHECKLIST, FINDING, heartbeat_on, prompt_of, write
 from work.models import WorkItem, WorkKind, WorkStatus
 from work.services import work_create, work_delete, work_seen_again, work_update
 
@@ -71,7 +71,7 @@ def open_finding(user, title: str, body: str = "", *, status=WorkStatus.IN_PROGR
     ],
 )
 def test_ok_is_the_token_as_a_word_with_at_most_a_one_line_remark(answer):
-    assert heartbeat.is_ok(answer)
+    assert heartbeat_findings.is_ok(answer)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +91,7 @@ def test_ok_is_the_token_as_a_word_with_at_most_a_one_line_remark(answer):
     ],
 )
 def test_a_text_that_says_more_than_the_token_is_a_finding(answer):
-    assert not heartbeat.is_ok(answer)
+    assert not heartbeat_findings.is_ok(answer)
 
 
 @pytest.mark.parametrize("answer", ["HEARTBEAT_OK.", "All good — HEARTBEAT_OK", "heartbeat_ok"])
@@ -158,13 +158,13 @@ def test_the_list_is_bounded_in_number_and_length(alice, llm_server):
 
     section = prompt_of(llm_server.chat_requests[0]).split("## Open findings of earlier runs")[1]
     listed = [line for line in section.splitlines() if line.startswith("- ")]
-    assert len(listed) == heartbeat.OPEN_FINDINGS_SHOWN == 10
+    assert len(listed) == heartbeat_findings.OPEN_FINDINGS_SHOWN == 10
     # The most recent first; the two oldest are left out.
     assert "Finding number 11:" in listed[0]
     assert "Finding number 0:" not in section
     assert "Finding number 1:" not in section
     assert all(line.endswith("x" * 299 + "…") for line in listed)
-    assert all(line.count("x") == heartbeat.OPEN_FINDING_CHARS - 1 for line in listed)
+    assert all(line.count("x") == heartbeat_findings.OPEN_FINDING_CHARS - 1 for line in listed)
 
 
 def test_without_open_findings_the_list_says_none(alice, llm_server):
@@ -202,7 +202,7 @@ def test_the_same_finding_again_updates_the_open_item_without_a_webhook(
         item.pk,
         WebhookStatus.NONE,
     )
-    assert again.reason == heartbeat.SEEN_AGAIN_REASON
+    assert again.reason == heartbeat_findings.SEEN_AGAIN_REASON
     item.refresh_from_db()
     assert item.body == FINDING  # what the user read stays
     assert item.metadata == {
@@ -283,11 +283,13 @@ def test_another_users_open_finding_is_never_the_same(alice, bob, llm_server):
 
 
 def test_same_title_ignores_case_spacing_and_punctuation_only():
-    assert heartbeat.same_title("The release is due tomorrow", "the  release is due tomorrow!")
-    assert heartbeat.same_title("Deploy failed: api", "DEPLOY FAILED — API.")
-    assert not heartbeat.same_title("The api deploy failed", "The web deploy failed")
-    assert not heartbeat.same_title("The release is due", "The release is due tomorrow")
-    assert not heartbeat.same_title("—", "…")  # no words: never the same
+    assert heartbeat_findings.same_title(
+        "The release is due tomorrow", "the  release is due tomorrow!"
+    )
+    assert heartbeat_findings.same_title("Deploy failed: api", "DEPLOY FAILED — API.")
+    assert not heartbeat_findings.same_title("The api deploy failed", "The web deploy failed")
+    assert not heartbeat_findings.same_title("The release is due", "The release is due tomorrow")
+    assert not heartbeat_findings.same_title("—", "…")  # no words: never the same
 
 
 def test_work_seen_again_counts_only_on_an_open_finding(alice):

@@ -1,12 +1,13 @@
 """The memory assistant: `ask_memory` answers a question from the user's memories and
 documents in a few hundred tokens, so the calling agent need not read raw search results.
 
-It searches as the agent's own tools do (memory/search.py `search_memory`, the
-`search_memory` tool's function, and context/search.py `search_documents`, the
-`memory_search` tool's), so the results are exactly what the agent could read, and the
-memories found count as used: the agent is using them, through the answer, as it would
-after a search of its own (the search box, where the user only looks, counts nothing).
-Each search writes its log row as the tools' do.
+It searches both layers with the search box's one search (context/search.py
+`search_everything`), as the agent: that searches as the agent's own tools do
+(memory/search.py `search_memory`, the `search_memory` tool's function, and
+context/search.py `search_documents`, the `memory_search` tool's), so the results are
+exactly what the agent could read, and the memories found count as used: the agent is using
+them, through the answer, as it would after a search of its own (the search box, where the
+user only looks, counts nothing). Each search writes its log row as the tools' do.
 
 The top results, and only they, go to the model with the question; its answer is held to
 `max_tokens`, asked of the model and counted with the model's tokenizer (an answer that ran
@@ -23,12 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from context.search import search_documents
+from context.search import search_everything
 from context.workspace import Caller, reads_global_scope, shown_path
 from lib.data_fence import data_block
 from lib.errors import InvalidInput, LLMNotConfigured
 from llm.client import LLMBudgetReached, LLMUnavailable, complete, model_token_counter
-from memory.search import search_memory
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, MAX_QUERY_LENGTH
 
 if TYPE_CHECKING:
@@ -159,8 +159,16 @@ def ask_memory(
 def top_results(*, user: AbstractBaseUser, agent: Agent, question: str) -> list[Result]:
     """The best memories and documents for the question, best first by their scores
     (both are fused ranks times bounded nudges, so they interleave)."""
+    found = search_everything(
+        user=user,
+        agent=agent,
+        include_global=reads_global_scope(user),
+        query=question,
+        limit=MEMORY_RESULTS,
+        document_limit=DOCUMENT_RESULTS,
+    )
     results = []
-    for hit in search_memory(user=user, agent=agent, query=question, limit=MEMORY_RESULTS):
+    for hit in found.memories:
         memory = hit.memory
         heard = memory.audience  # "user" or "own" (memory/models.py)
         label = f"{memory.key} {OWN_NOTE}" if heard == "own" else memory.key
@@ -174,14 +182,7 @@ def top_results(*, user: AbstractBaseUser, agent: Agent, question: str) -> list[
             )
         )
     caller = Caller.for_agent(agent)
-    documents = search_documents(
-        user=user,
-        agent=agent,
-        include_global=reads_global_scope(user),
-        query=question,
-        limit=DOCUMENT_RESULTS,
-    )
-    for hit in documents:
+    for hit in found.documents:
         path = shown_path(caller, hit.chunk.document)
         snippet = hit.snippet.replace(HIGHLIGHT_START, "").replace(HIGHLIGHT_END, "")
         results.append(

@@ -1,5 +1,5 @@
 """The agent API for the consolidated profile: `GET /api/v1/profile-memory`, what the assistant
-loads before each turn (learning/profile.py `load_profile`)."""
+loads before each turn (learning/user_memory_loading.py `load_profile`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from learning.profile import LoadedProfile, load_profile
+from learning.user_memory_loading import LoadedProfile, load_profile
 from lib.api import error_response, error_responses
 from lib.errors import Forbidden, LLMNotConfigured
 from memory.visibility import reads_all_memory

@@ -12,16 +12,17 @@ import re
 import pytest
 from django.utils import timezone
 
-from learning import heartbeat, tasks
-from learning.heartbeat import INSIDE_FAILURE, SWITCHED_OFF, SWITCHED_OFF_RUN
-from learning.models import HeartbeatRun, RunOutcome, WebhookStatus
+from briefing import heartbeat, heartbeat_webhook, tasks
+from briefing.heartbeat import SWITCHED_OFF_RUN
+from briefing.heartbeat_webhook import INSIDE_FAILURE, SWITCHED_OFF
+from briefing.models import HeartbeatRun, RunOutcome, WebhookStatus
 from lib.errors import InvalidInput
 from lib.outbound import INSIDE_MESSAGE
 from profiles.models import Profile
 from profiles.services import profile_set_heartbeat
+from tests.briefing.test_heartbeat import CHECKLIST, FINDING, HX, heartbeat_on, write
 from tests.fake_openai import ChatReply
 from tests.fake_webhook import FakeWebhook
-from tests.learning.test_heartbeat import CHECKLIST, FINDING, HX, heartbeat_on, write
 from tests.lib.test_outbound import PUBLIC_V4, SSRF_URLS, RawServer, resolving_to, silent
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +45,7 @@ def pending_run(user) -> HeartbeatRun:
 
 def deliver(run: HeartbeatRun, **kwargs) -> HeartbeatRun:
     kwargs.setdefault("sleep", lambda seconds: None)
-    return heartbeat.webhook_deliver(run_id=run.pk, **kwargs)
+    return heartbeat_webhook.webhook_deliver(run_id=run.pk, **kwargs)
 
 
 @pytest.fixture
@@ -205,7 +206,7 @@ def test_failures_inside_say_only_that_they_failed(client, alice, settings, capl
     with FakeWebhook() as closed:
         refusing = closed.url  # nobody listens there once it is closed
     seen = []
-    caplog.set_level(logging.WARNING, logger="learning.heartbeat")
+    caplog.set_level(logging.WARNING, logger="briefing.heartbeat_webhook")
     with FakeWebhook() as forbidding, RawServer(silent) as hanging:
         forbidding.script(403, 403, 403)
         for url in (forbidding.url, refusing, hanging.url):

@@ -13,7 +13,7 @@ The prompt is made of parts, shown in a fixed order, each under its own `## ` he
    it, so the user's word reaches every agent whatever an agent writes for itself;
    BOOTSTRAP.md is the user's only;
 2. the working-memory block (memory/working_memory.py);
-3. the consolidated profile USER_MEMORY.md, when one is stored (learning/profile.py);
+3. the consolidated profile USER_MEMORY.md, when one is stored (learning/user_memory_loading.py);
 4. the calling agent's own AGENT_MEMORY.md;
 5. MEMORY.md of every scope the user reads: their own, then each granted scope in the
    order a read prefers them (shared scopes by slug, then the global one when
@@ -34,7 +34,7 @@ memory (the identity files leave the working memory room for its smallest render
 then rendered within what is left, up to the user's own working-memory budget), then to the
 profile, the agent's notes and the MEMORY.md files, then to the logs. A profile that does
 not fit is cut to what is left as /profile-memory cuts it to its own budget (whole bullets
-from the end: learning/profile.py cap_profile), and left out only when not one bullet
+from the end: learning/user_memory_loading.py cap_profile), and left out only when not one bullet
 fits; a daily log that does not fit loses its oldest lines first (whole lines); any other
 part that does not fit is left out whole and named in `omitted`, never cut mid-line.
 """
@@ -57,12 +57,13 @@ from context.services import (
     AGENT_MEMORY_PATH,
     BOOTSTRAP_PATH,
     MEMORY_PATH,
+    PROFILE_PATH,
     document_delete,
     document_list,
 )
 from context.well_known import agent_memory_get, daily_path, user_timezone
 from context.workspace import folder_rule, granted_scopes, private_folder
-from learning.profile import PROFILE_PATH, cap_profile, count_bullets, load_profile
+from learning.user_memory_loading import cap_profile, count_bullets, load_profile
 from lib.data_fence import data_block
 from lib.errors import InvalidInput, LLMNotConfigured, NotFound
 from lib.tokenizer import TokenCounter, get_token_counter
@@ -468,9 +469,9 @@ class _Room:
 
     def leading_bullets(self, source: _Source) -> Part:
         """The profile in full if it fits, else cut to what is left as /profile-memory cuts
-        it to its budget (learning/profile.py cap_profile: whole bullets from the end, the
-        frontmatter and headings kept); left out when not even one bullet fits, as headings
-        alone tell nothing."""
+        it to its budget (learning/user_memory_loading.py cap_profile: whole bullets from the
+        end, the frontmatter and headings kept); left out when not even one bullet fits, as
+        headings alone tell nothing."""
         whole = self.whole(source)
         if whole.included:
             return whole

@@ -1,9 +1,9 @@
 """Heartbeat runs in the Django admin: read-only, like the other logs. They are written by
-learning/heartbeat.py alone."""
+briefing/heartbeat.py alone."""
 
 from django.contrib import admin
 
-from learning.models import HeartbeatRun
+from briefing.models import HeartbeatRun
 from lib.admin import ReadOnlyAdmin
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from activity.actors import Actor
 from context.models import Document
-from context.services import document_write
-from learning.profile import PROFILE_PATH, SECTIONS, render_profile
+from context.services import PROFILE_PATH, document_write
+from learning.user_memory_doc import SECTIONS, render_profile
 from llm.client import model_token_counter
 from llm.models import Turn, TurnStatus
 from profiles.models import Profile

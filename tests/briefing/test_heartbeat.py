@@ -1,4 +1,4 @@
-"""The heartbeat (learning/heartbeat.py): the schedule, one run, its finding and webhook,
+"""The heartbeat (briefing/heartbeat.py): the schedule, one run, its finding and webhook,
 the Settings section, Run now and the navigation count."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from activity.actors import Actor
 from activity.models import ActivityEvent, EventType
+from briefing import heartbeat, tasks
+from briefing.models import HeartbeatRun, RunOutcome, RunTrigger, WebhookStatus
 from context.services import document_write
 from context.well_known import user_timezone
-from learning import heartbeat, tasks
-from learning.models import HeartbeatRun, RunOutcome, RunTrigger, WebhookStatus
 from llm.models import LLMCall
 from memory.services import memory_upsert
 from profiles.models import Profile

@@ -1,5 +1,5 @@
 """The heartbeat's record: one row per run of a user's HEARTBEAT.md checklist
-(learning/heartbeat.py writes them; the Settings page and the navigation read them)."""
+(briefing/heartbeat.py writes them; the Settings page and the navigation read them)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class HeartbeatRun(models.Model):
     A row is inserted `running` before the model is asked (the claim) and finished once;
     `next_due_at` is when the schedule may run this user's checklist again, so the latest
     finished run is the whole schedule. A run whose worker died is finished `failed` by the
-    next tick (learning/heartbeat.py RUN_LEASE).
+    next tick (briefing/heartbeat.py RUN_LEASE).
     """
 
     user = models.ForeignKey(
@@ -73,6 +73,9 @@ class HeartbeatRun(models.Model):
     webhook_last_error = models.CharField(max_length=300, blank=True)
 
     class Meta:
+        # The table it had in learning/ (briefing/migrations/0001_heartbeat_run_from_learning.py
+        # took the model over without moving a row).
+        db_table = "learning_heartbeatrun"
         ordering = ["-started_at", "-id"]
         indexes = [models.Index(fields=["user", "-started_at"], name="heartbeat_user_recent")]
         constraints = [
