@@ -460,7 +460,8 @@ def forge(agent: Agent, content: str, today: str) -> Counter:
 def probe_forgery(browser: Browser, forger: Agent, reader: Agent) -> bool:
     from django.contrib.auth import get_user_model
 
-    from context.well_known import daily_path, user_timezone
+    from context.well_known import daily_path
+    from memory.selectors import user_zone
     from tests.briefing.test_prompt_forgery import (
         HOSTILE,
         MARK,
@@ -468,7 +469,7 @@ def probe_forgery(browser: Browser, forger: Agent, reader: Agent) -> bool:
         text_outside_fences,
     )
 
-    zone = user_timezone(get_user_model().objects.get(username="demo"))
+    zone = user_zone(get_user_model().objects.get(username="demo"))
     today = daily_path(datetime.datetime.now(zone).date())
     # The same documents with harmless text first: the prompt's own sections depend on which
     # documents exist, so only what the hostile text adds is a forgery.

@@ -23,8 +23,9 @@ from activity import events
 from activity.actors import Actor
 from briefing.models import HeartbeatRun, WebhookStatus
 from context.models import Document
-from context.well_known import daily_path, user_timezone
+from context.well_known import daily_path
 from lib.data_fence import data_block
+from memory.selectors import user_zone
 from memory.working_memory import build_working_memory
 from profiles.models import Profile
 from work.models import WorkItem, WorkKind, WorkStatus
@@ -86,7 +87,7 @@ def heartbeat_messages(
 ) -> list[dict[str, str]]:
     """The turn sent to the model: the rules, then the checklist and what it is checked
     against, each part under its own heading."""
-    zone = user_timezone(user)
+    zone = user_zone(user)
     local = now.astimezone(zone)
     today = local.date()
     yesterday = today - datetime.timedelta(days=1)

@@ -61,12 +61,13 @@ from context.services import (
     document_delete,
     document_list,
 )
-from context.well_known import agent_memory_get, daily_path, user_timezone
+from context.well_known import agent_memory_get, daily_path
 from context.workspace import folder_rule, granted_scopes, private_folder
 from learning.user_memory_loading import cap_profile, count_bullets, load_profile
 from lib.data_fence import data_block
 from lib.errors import InvalidInput, LLMNotConfigured, NotFound
 from lib.tokenizer import TokenCounter, get_token_counter
+from memory.selectors import user_zone
 from memory.visibility import reads_all_memory
 from memory.working_memory import OVER_BUDGET, WorkingMemory, build_working_memory
 from profiles.models import MIN_TOKEN_BUDGET
@@ -360,7 +361,7 @@ def _daily_paths(user: AbstractBaseUser, now: datetime.datetime) -> tuple[str, s
 
     Yesterday is the local date before today's (`now` minus 24 hours would land two dates
     back just after a 23-hour, daylight-saving day)."""
-    today = now.astimezone(user_timezone(user)).date()
+    today = now.astimezone(user_zone(user)).date()
     return daily_path(today), daily_path(today - datetime.timedelta(days=1))
 
 

@@ -31,7 +31,7 @@ from context.models import (
 )
 from context.paths import InvalidPath, normalize_path
 from context.versions import NEWEST_FIRST
-from context.well_known import daily_path, user_timezone
+from context.well_known import daily_path
 from context.workspace import (
     Granted,
     global_documents,
@@ -40,6 +40,7 @@ from context.workspace import (
     reads_global_scope,
 )
 from memory.models import ProposalStatus
+from memory.selectors import user_zone
 from profiles.models import Agent
 
 if TYPE_CHECKING:
@@ -347,7 +348,7 @@ def versions_with_actors(versions: QuerySet[DocumentVersion]) -> QuerySet[Docume
 
 def daily_log_path(*, user: AbstractBaseUser, now: datetime.datetime | None = None) -> str:
     """daily/YYYY-MM-DD.md for today in the user's timezone, as append_daily_memory writes."""
-    return daily_path((now or timezone.now()).astimezone(user_timezone(user)).date())
+    return daily_path((now or timezone.now()).astimezone(user_zone(user)).date())
 
 
 @dataclass(frozen=True)

@@ -66,18 +66,13 @@ def daily_log_line(
     if not content:
         raise InvalidInput("Nothing to append: the content is empty.", field="content")
     _one_line(content, what="A daily log entry")
-    local = (now or timezone.now()).astimezone(user_timezone(user))
+    local = (now or timezone.now()).astimezone(user_zone(user))
     return daily_path(local.date()), f"- {local:%H:%M} {content}"
 
 
 def daily_path(day: datetime.date) -> str:
     """The daily log of a local date: daily/YYYY-MM-DD.md."""
     return f"{DAILY_FOLDER}/{day:%Y-%m-%d}.md"
-
-
-def user_timezone(user: AbstractBaseUser | None) -> datetime.tzinfo:
-    """The user's `timezone` memory as a zone; UTC when unset, invalid or for the global scope."""
-    return user_zone(user)
 
 
 def append_agent_memory(*, agent: Agent | None, content: str, actor: Actor) -> Document:

@@ -53,8 +53,9 @@ from context.services import (
 )
 from context.tree import TreeEntry, TreeRow, tree_entries, tree_rows
 from context.versions import document_latest_version_id
-from context.well_known import append_daily_memory, daily_log_line, daily_path, user_timezone
+from context.well_known import append_daily_memory, daily_log_line, daily_path
 from lib.errors import Forbidden, InvalidInput, NotFound
+from memory.selectors import user_zone
 from memory.visibility import reads_all_memory
 from profiles.models import ReadRule
 
@@ -423,7 +424,7 @@ def workspace_delete(
 def workspace_append_daily(*, caller: Caller, content: str) -> Document:
     """A line in today's daily log of the caller's own scope (global: UTC dates)."""
     if not caller.is_system:  # the agent's folder rule binds its daily log too
-        today = timezone.now().astimezone(user_timezone(caller.user)).date()
+        today = timezone.now().astimezone(user_zone(caller.user)).date()
         _check_folder_rule(caller, daily_path(today), writing=True)
     return append_daily_memory(user=caller.user, content=content, actor=caller.actor)
 

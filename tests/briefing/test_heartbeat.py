@@ -19,8 +19,8 @@ from activity.models import ActivityEvent, EventType
 from briefing import heartbeat, tasks
 from briefing.models import HeartbeatRun, RunOutcome, RunTrigger, WebhookStatus
 from context.services import document_write
-from context.well_known import user_timezone
 from llm.models import LLMCall
+from memory.selectors import user_zone
 from memory.services import memory_upsert
 from profiles.models import Profile
 from profiles.services import profile_set_heartbeat, profile_update
@@ -116,7 +116,7 @@ def test_the_turn_holds_the_checklist_working_memory_and_two_daily_logs(alice, l
     heartbeat_on(alice)
     MemoryFactory(user=alice, key="timezone", value="Pacific/Auckland")
     MemoryFactory(user=alice, key="fact:editor", value="Alice uses Helix")
-    local = timezone.now().astimezone(user_timezone(alice))
+    local = timezone.now().astimezone(user_zone(alice))
     today, yesterday = local.date(), local.date() - datetime.timedelta(days=1)
     before = today - datetime.timedelta(days=2)
     write(alice, "HEARTBEAT.md", CHECKLIST)
