@@ -23,7 +23,6 @@ from briefing.ask import (
 from lib.api import TextField, ToolInput, WholeNumberField, error_responses
 from profiles.tool_base import ToolApi
 from search.ranking import MAX_QUERY_LENGTH
-from search.serializers import TOOL_TAG as SEARCH_TOOL_TAG
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
@@ -94,7 +93,7 @@ def answer_body(answer: MemoryAnswer) -> dict[str, Any]:
 class AskMemoryApi(ToolApi):
     @extend_schema(
         operation_id="ask_memory",
-        tags=[SEARCH_TOOL_TAG],
+        tags=["memory and document tools"],
         summary="Ask the user's memory a question; get a short answer",
         description="Answer a question from the user's memories and documents in a few "
         "hundred tokens instead of reading raw search results. Mnemo searches as "

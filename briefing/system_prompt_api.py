@@ -262,7 +262,7 @@ NO_BOOTSTRAP_RESPONSE = error_response(
 class CompleteBootstrapApi(ToolApi):
     @extend_schema(
         operation_id="complete_bootstrap",
-        tags=["working memory"],
+        tags=["session tools"],
         summary="Finish the first-run ritual",
         description=f"Call once you have done what {BOOTSTRAP_PATH} (shown in the system "
         "prompt) asks, having written what it has you keep about yourself in your own folder "

@@ -350,7 +350,7 @@ MNEMO_IMPORT_MAX_UNPACKED_BYTES = (
 DATA_UPLOAD_MAX_MEMORY_SIZE = MNEMO_API_MAX_BODY_BYTES
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["profiles.authentication.AgentTokenAuthentication"],
-    # A system token may only use the tools that allow it (the workspace tools).
+    # A system token may only use the tools that allow it (the document tools).
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
         "profiles.authentication.UserTokenOnly",

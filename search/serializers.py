@@ -15,8 +15,6 @@ from rest_framework import serializers
 from lib.api import TextField, WholeNumberField
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, MAX_LIMIT, MAX_QUERY_LENGTH
 
-TOOL_TAG = "search tools"
-
 
 def query_field() -> TextField:
     return TextField(

@@ -7,8 +7,10 @@ from io import StringIO
 import jsonschema
 import pytest
 import yaml
+from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.core.management import CommandError, call_command
+from drf_spectacular.generators import SchemaGenerator
 
 from activity.actors import Actor
 from context.services import document_write
@@ -183,8 +185,51 @@ def test_manifest_lists_memory_promote_as_the_other_name_of_promote_memory(clien
     manifest = {tool["function"]["name"]: tool for tool in client.get("/api/v1/tools").json()}
     alias, original = manifest["memory_promote"]["function"], manifest["promote_memory"]["function"]
     assert alias["parameters"] == original["parameters"]
-    assert alias["description"].startswith("The other name of promote_memory")
-    assert alias["description"].endswith(original["description"])
+    assert alias["description"].startswith("Memories — The other name of promote_memory")
+    assert alias["description"].endswith(original["description"].removeprefix("Memories — "))
+
+
+# What each look-alike pair of names works on, said by the group that leads its description.
+GROUP_OF = {
+    "delete_memory": "Memories",
+    "memory_delete": "Documents",
+    "search_memory": "Memories",
+    "memory_search": "Documents",
+    "memory_store": "Memories",
+    "memory_write": "Documents",
+    "ask_memory": "Memories and documents",
+    "create_work": "Work items",
+    "complete_bootstrap": "Session",
+}
+
+
+def test_manifest_groups_the_tools_by_what_they_work_on(client):
+    """Every tool belongs to one declared group; the manifest lists the groups in the declared
+    order, each tool's description led by its group's name, so `memory_delete` (a document)
+    and `delete_memory` (a memory) cannot be mistaken for one another."""
+    declared = [tag["name"] for tag in settings.SPECTACULAR_SETTINGS["TAGS"]]
+    labels = [tag["description"].partition(":")[0] for tag in settings.SPECTACULAR_SETTINGS["TAGS"]]
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    for path, item in schema["paths"].items():
+        if path.startswith("/api/v1/tools/") and "post" in item:
+            assert len(item["post"]["tags"]) == 1, path
+            assert item["post"]["tags"][0] in declared, path
+    manifest = client.get("/api/v1/tools").json()
+    led_by = {}
+    for tool in manifest:
+        label, dash, rest = tool["function"]["description"].partition(" — ")
+        assert dash, tool["function"]["name"]
+        assert label in labels, tool["function"]["name"]
+        assert rest, tool["function"]["name"]
+        led_by[tool["function"]["name"]] = label
+    order = [labels.index(led_by[tool["function"]["name"]]) for tool in manifest]
+    assert order == sorted(order)
+    assert {name: led_by[name] for name in GROUP_OF} == GROUP_OF
+    by_name = {tool["function"]["name"]: tool["function"]["description"] for tool in manifest}
+    assert "delete_memory" in by_name["memory_delete"]
+    assert "memory_delete" in by_name["delete_memory"]
+    assert "search_memory" in by_name["memory_search"]
+    assert "memory_search" in by_name["search_memory"]
 
 
 def test_manifest_key_schema_carries_the_grammar(client):

@@ -260,7 +260,7 @@ def test_the_get_endpoints(mnemo, alice):
 
     assert mnemo.profile()["memory_paused"] is False
     assert "Kevin" in mnemo.system_prompt(budget=2000)["prompt"]
-    assert [tool["function"]["name"] for tool in mnemo.list_tools()] == list(TOOL_NAMES)
+    assert sorted(tool["function"]["name"] for tool in mnemo.list_tools()) == sorted(TOOL_NAMES)
 
 
 def test_report_a_turn_and_read_it_back(mnemo):

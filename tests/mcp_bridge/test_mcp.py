@@ -239,7 +239,7 @@ def test_http_lists_and_calls_memory_promote_as_promote_memory(
 
     tools, result = run(main)
     alias, original = (listed(tools.tools)[name] for name in ("memory_promote", "promote_memory"))
-    assert alias[0].startswith("The other name of promote_memory")
+    assert alias[0].startswith("Memories — The other name of promote_memory")
     assert alias[1] == original[1]
     assert result.is_error is False, result.content[0].text
     assert result.structured_content["memory"]["pinned"] is True

@@ -864,7 +864,7 @@ class Tools:
 
         Delete the memory with this key; 404 if there is none. The user can still restore it
         from its history. Deleting a memory the user stated waits for their review: 202,
-        status pending_review, with the proposal.
+        status pending_review, with the proposal. A document is deleted with memory_delete.
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
@@ -1029,14 +1029,15 @@ class Tools:
         Delete the document at path; 404 if there is none. Its content stays in its history,
         so the user can restore it. With base_version (the version_id memory_read gave you)
         or its ETag as If-Match, a document that changed since is not deleted: 409
-        version_conflict naming the current version. The identity files at the top of the
-        user's documents (IDENTITY.md, SOUL.md, AGENTS.md, USER.md, TOOLS.md, BOOTSTRAP.md,
-        HEARTBEAT.md) are the user's and every one of their agents reads them: your change
-        to one does not apply but waits for the user's review (202, status pending_review,
-        with the proposal). Keep your own under agents/<your agent name>/ (IDENTITY.md,
-        SOUL.md, …), where you write freely and which only your own system prompt reads.
-        USER_MEMORY.md, the consolidated profile, is written only by the user and Mnemo's
-        consolidation: 403 profile_read_only.
+        version_conflict naming the current version. A memory is forgotten with
+        delete_memory. The identity files at the top of the user's documents (IDENTITY.md,
+        SOUL.md, AGENTS.md, USER.md, TOOLS.md, BOOTSTRAP.md, HEARTBEAT.md) are the user's
+        and every one of their agents reads them: your change to one does not apply but
+        waits for the user's review (202, status pending_review, with the proposal). Keep
+        your own under agents/<your agent name>/ (IDENTITY.md, SOUL.md, …), where you write
+        freely and which only your own system prompt reads. USER_MEMORY.md, the consolidated
+        profile, is written only by the user and Mnemo's consolidation: 403
+        profile_read_only.
 
         Args:
             path: A relative path such as notes/ideas.md or daily/2026-11-21.md: no leading
@@ -1150,6 +1151,7 @@ class Tools:
         private notes, the shared scopes granted to your user, and the company's when the
         operator shares them (each result's scope says whose; name scope to search one
         only). One result per document, its best passage with the matched words in bold.
+        Memories are searched with search_memory; ask_memory searches both.
 
         Args:
             query: What to look for, in plain words or as a question; any word may match,
@@ -1364,7 +1366,8 @@ class Tools:
         Find memories by words (their text, key and tags) and by meaning, best match first;
         use and age only break near ties. A query that matches nothing returns no results
         rather than the least bad ones. Each result carries its score and the parts of it.
-        Results count as a use.
+        Results count as a use. Documents are searched with memory_search; ask_memory
+        searches both.
 
         Args:
             query: What to look for, in plain words or as a question; any word may match,
