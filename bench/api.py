@@ -66,6 +66,7 @@ EXISTING_WRITE_KEYS = 1000  # fact:bench-0 … fact:bench-999 exist before the f
 NEW_KEY_SHARE = 0.25  # the rest of the writes replace one of the existing keys
 RENDER_ENTRIES = 500
 START_DEADLINE_S = 90.0
+WORKER_START_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 30.0
 REQUEST_TIMEOUT_S = 30.0
 DEFAULT_SERVER = "asgi:2"  # WEB_CONCURRENCY=2, config/gunicorn.conf.py's own default
@@ -474,6 +475,73 @@ class Valkey:
                 return sock.recv(16).startswith(b"+PONG")
         except OSError:
             return False
+
+
+class Workers:
+    """N `celery -A config worker --pool solo` processes, as `make run`'s worker program,
+    with the environment lib/stack.py gives its programs; stopped with SIGTERM."""
+
+    def __init__(self, count: int, data_dir: Path, port: int) -> None:
+        from lib.stack import stack_environment
+
+        self.data_dir = data_dir
+        self.environment = stack_environment(data_dir, port, PYTHONUNBUFFERED="1")
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.logs = [data_dir / f"celery-{n}.log" for n in range(1, count + 1)]
+
+    def command(self, n: int) -> list[str]:
+        celery = str(Path(sys.executable).parent / "celery")
+        return [
+            *(celery, "-A", "config", "worker", "--loglevel", "INFO", "--pool", "solo"),
+            *("--without-gossip", "--without-mingle", "--without-heartbeat"),
+            *("-n", f"bench{n}@%h"),
+        ]
+
+    def __enter__(self) -> Workers:
+        for n, log_path in enumerate(self.logs, start=1):
+            with log_path.open("ab") as log:
+                self.processes.append(
+                    subprocess.Popen(  # noqa: S603 - our own virtualenv's celery
+                        self.command(n),
+                        cwd=ROOT,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=self.environment,
+                    )
+                )
+        try:
+            self._wait_until_ready()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + WORKER_START_DEADLINE_S
+        while not all(" ready." in self._log(n) for n in range(len(self.logs))):
+            for process in self.processes:
+                if process.poll() is not None:
+                    raise ServerFailed(f"a Celery worker exited with code {process.returncode}")
+            if time.monotonic() > deadline:
+                raise ServerFailed(f"the workers were not ready in {WORKER_START_DEADLINE_S:g} s")
+            time.sleep(0.2)
+
+    def _log(self, n: int) -> str:
+        return self.logs[n].read_text(errors="replace") if self.logs[n].exists() else ""
+
+    def pids(self) -> list[psutil.Process]:
+        return [proc for process in self.processes for proc in process_tree(process.pid)]
 
 
 # --- the two benchmarks ----------------------------------------------------------------
