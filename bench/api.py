@@ -8,7 +8,13 @@ measures:
 
 * create_memory: sustained req/s and client-side latency with C concurrent clients;
 * the working-memory render for a user with 500 entries: the server's own render
-  time (the Server-Timing header) and the client-side round trip.
+  time (the Server-Timing header) and the client-side round trip;
+* for each, the CPU per request by process group (web, PostgreSQL, the Celery worker
+  with --worker, the Valkey cache: bench/api_cost.py), and at the end a table of them;
+* then create_memory alone on a fresh gunicorn for each WEB_CONCURRENCY of
+  --web-concurrency (1, 2, 4), and the best.
+
+`--profile` instead profiles a write and a render in this process (bench/api_profile.py).
 
 The load generator is deliberately lean (one thread per client, hand-written HTTP/1.1
 over a plain socket) because client, gunicorn and PostgreSQL share the same cores.
@@ -785,6 +791,7 @@ class WriteResult:
     rate: float
     p95: float
     cost: CpuCost
+    noisy: bool  # other processes took CPU during the run
 
 
 def measure_writes(server: Server, run: Run, clients: int) -> WriteResult:
@@ -802,7 +809,7 @@ def measure_writes(server: Server, run: Run, clients: int) -> WriteResult:
     run.costs.append(cost)
     if not tally.ok:
         raise AllFailed("every create_memory request failed")
-    return WriteResult(clients, rate, p95, cost)
+    return WriteResult(clients, rate, p95, cost, meter.noisy)
 
 
 def bench_writes(server: Server, run: Run) -> list[str]:
@@ -875,7 +882,7 @@ def bench_web_concurrency(run: Run) -> int:
         f"\n=== WEB_CONCURRENCY {', '.join(map(str, counts))}: create_memory at C={clients}, "
         f"{run.args.threads} threads a process"
     )
-    results, code = [], 0
+    results, code, started = [], 0, time.perf_counter()
     for count in counts:
         config = ServerConfig(count, run.args.threads)
         try:
@@ -885,11 +892,15 @@ def bench_web_concurrency(run: Run) -> int:
             code = max(code, EXIT_SERVER_FAILED)
         except AllFailed:
             code = max(code, EXIT_ALL_FAILED)
-    print(f"\n=== WEB_CONCURRENCY at C={clients}")
+    print(
+        f"\n=== WEB_CONCURRENCY at C={clients} ({time.perf_counter() - started:.0f} s for "
+        "these runs)"
+    )
     for config, result in results:
         print(
             f"  WEB_CONCURRENCY={config.workers} ({config.label:9}) {result.rate:7.1f} req/s"
             f"  p95 {result.p95:7.2f} ms  cpu/write {result.cost.server_ms:5.2f} ms"
+            + ("  (machine busy)" if result.noisy else "")
         )
     if results:
         best_config, best = max(results, key=lambda item: item[1].rate)
@@ -897,6 +908,8 @@ def bench_web_concurrency(run: Run) -> int:
             f"  best: WEB_CONCURRENCY={best_config.workers} ({best.rate:.1f} req/s, "
             f"p95 {best.p95:.2f} ms)"
         )
+        if any(result.noisy for _, result in results):
+            print("  WARNING    other processes took CPU: re-run on a quiet machine to choose")
     return code
 
 

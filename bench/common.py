@@ -83,6 +83,7 @@ class CpuMeter:
         self.line = ""
         self.seconds: dict[str, float] = {}
         self.wall = 0.0
+        self.noisy = False
 
     def __enter__(self) -> CpuMeter:
         self.start = {name: cpu_seconds(procs()) for name, procs in self.groups.items()}
@@ -104,7 +105,8 @@ class CpuMeter:
         self.wall = wall
         parts = [f"{name} {seconds / wall:.2f}" for name, seconds in self.seconds.items()]
         self.line = f"cpu (cores busy of {psutil.cpu_count()}): " + ", ".join(parts)
-        if (busy["others"] + busy["steal"]) / wall > NOISY_CORES:
+        self.noisy = (busy["others"] + busy["steal"]) / wall > NOISY_CORES
+        if self.noisy:
             self.line += "\n  WARNING    other processes took CPU during this run; numbers are low"
 
     def ms_per_request(self, requests: int) -> dict[str, float]:
