@@ -1050,7 +1050,7 @@ def parse_args() -> argparse.Namespace:
         "--profile-clock",
         choices=sorted(CLOCKS),
         default="cpu",
-        help="cProfile's timer: cpu (this process's CPU; default) or wall (waits included)",
+        help="cProfile's timer: cpu (the calling thread's CPU; default) or wall (waits included)",
     )
     parser.add_argument(
         "--profile-calls", type=int, default=50, help="calls profiled per kind (default 50)"
