@@ -8,7 +8,13 @@ measures:
 
 * create_memory: sustained req/s and client-side latency with C concurrent clients;
 * the working-memory render for a user with 500 entries: the server's own render
-  time (the Server-Timing header) and the client-side round trip.
+  time (the Server-Timing header) and the client-side round trip;
+* for each, the CPU per request by process group (web, PostgreSQL, the Celery worker
+  with --worker, the Valkey cache: bench/api_cost.py), and at the end a table of them;
+* then create_memory alone on a fresh gunicorn for each WEB_CONCURRENCY of
+  --web-concurrency (1, 2, 4), and the best.
+
+`--profile` instead profiles a write and a render in this process (bench/api_profile.py).
 
 The load generator is deliberately lean (one thread per client, hand-written HTTP/1.1
 over a plain socket) because client, gunicorn and PostgreSQL share the same cores.
@@ -39,13 +45,19 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
+
     from django.contrib.auth.models import AbstractBaseUser
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the project (Django settings, apps) and bench.common
 
-from bench.common import (  # noqa: E402 - needs the project root on sys.path
+from bench.api_cost import CpuCost, print_cost_table  # noqa: E402 - needs the root on sys.path
+from bench.api_profile import CLOCKS, Call, profile_calls  # noqa: E402
+from bench.common import (  # noqa: E402
     CpuMeter,
+    cpu_seconds,
     percentile,
     prepare_environment,
     print_machine,
@@ -66,11 +78,17 @@ EXISTING_WRITE_KEYS = 1000  # fact:bench-0 … fact:bench-999 exist before the f
 NEW_KEY_SHARE = 0.25  # the rest of the writes replace one of the existing keys
 RENDER_ENTRIES = 500
 START_DEADLINE_S = 90.0
+WORKER_START_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 30.0
 REQUEST_TIMEOUT_S = 30.0
 DEFAULT_SERVER = "asgi:2"  # WEB_CONCURRENCY=2, config/gunicorn.conf.py's own default
 DEFAULT_THREADS = 4  # MNEMO_WEB_THREADS, lib/asgi.py's default
 SWEEP_SERVERS = ("asgi:1x4", "asgi:2x2", "asgi:2x4", "asgi:3x4", "asgi:2x8")
+DEFAULT_WEB_CONCURRENCY = (1, 2, 4)  # the write runs after the main one (issue 29)
+WORKER_IDLE_CORES = 0.05  # the worker is done with the seed when it uses less than this
+WORKER_IDLE_DEADLINE_S = 600.0
+PROFILE_WARMUP_CALLS = 10  # the first calls load models and fill caches
+PROFILE_NEW_KEYS_FROM = 900_000  # new keys of the profile, far from the load's
 GUNICORN_CONF = ROOT / "config" / "gunicorn.conf.py"
 
 EXIT_SERVER_FAILED = 1
@@ -476,6 +494,73 @@ class Valkey:
             return False
 
 
+class Workers:
+    """N `celery -A config worker --pool solo` processes, as `make run`'s worker program,
+    with the environment lib/stack.py gives its programs; stopped with SIGTERM."""
+
+    def __init__(self, count: int, data_dir: Path, port: int) -> None:
+        from lib.stack import stack_environment
+
+        self.data_dir = data_dir
+        self.environment = stack_environment(data_dir, port, PYTHONUNBUFFERED="1")
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.logs = [data_dir / f"celery-{n}.log" for n in range(1, count + 1)]
+
+    def command(self, n: int) -> list[str]:
+        celery = str(Path(sys.executable).parent / "celery")
+        return [
+            *(celery, "-A", "config", "worker", "--loglevel", "INFO", "--pool", "solo"),
+            *("--without-gossip", "--without-mingle", "--without-heartbeat"),
+            *("-n", f"bench{n}@%h"),
+        ]
+
+    def __enter__(self) -> Workers:
+        for n, log_path in enumerate(self.logs, start=1):
+            with log_path.open("ab") as log:
+                self.processes.append(
+                    subprocess.Popen(  # noqa: S603 - our own virtualenv's celery
+                        self.command(n),
+                        cwd=ROOT,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=self.environment,
+                    )
+                )
+        try:
+            self._wait_until_ready()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + WORKER_START_DEADLINE_S
+        while not all(" ready." in self._log(n) for n in range(len(self.logs))):
+            for process in self.processes:
+                if process.poll() is not None:
+                    raise ServerFailed(f"a Celery worker exited with code {process.returncode}")
+            if time.monotonic() > deadline:
+                raise ServerFailed(f"the workers were not ready in {WORKER_START_DEADLINE_S:g} s")
+            time.sleep(0.2)
+
+    def _log(self, n: int) -> str:
+        return self.logs[n].read_text(errors="replace") if self.logs[n].exists() else ""
+
+    def pids(self) -> list[psutil.Process]:
+        return [proc for process in self.processes for proc in process_tree(process.pid)]
+
+
 # --- the two benchmarks ----------------------------------------------------------------
 
 
@@ -664,73 +749,193 @@ class Tokens:
     reader: str
 
 
-def server_meter(server: Server) -> CpuMeter:
-    """CPU of the client (this process), gunicorn (master and workers), PostgreSQL and
-    Valkey."""
-    return CpuMeter(
-        {
-            "client": lambda: [psutil.Process()],
-            "gunicorn": lambda: process_tree(server.pid),
-            "postgres": lambda: process_tree(server.postmaster_pid),
-            "valkey": lambda: process_tree(server.valkey_pid),
-        }
+@dataclass
+class Run:
+    """What the phases of one run share: the seeded users, the data dir and its Valkey, the
+    Celery worker (with --worker), the write keys (one sequence, so a new key stays new
+    across servers) and the CPU cost of every measured phase."""
+
+    tokens: Tokens
+    data_dir: Path
+    valkey: Valkey
+    workers: Workers | None
+    args: argparse.Namespace
+    keys: WriteKeys = field(default_factory=WriteKeys)
+    costs: list[CpuCost] = field(default_factory=list)
+
+
+def server_meter(server: Server, workers: Workers | None) -> CpuMeter:
+    """CPU of the client (this process), the web server (gunicorn's master and workers),
+    PostgreSQL (the postmaster and every backend), the Celery worker if one runs, and the
+    cache (Valkey)."""
+    groups: dict[str, Callable[[], list[psutil.Process]]] = {
+        "client": lambda: [psutil.Process()],
+        "web": lambda: process_tree(server.pid),
+        "postgres": lambda: process_tree(server.postmaster_pid),
+        "cache": lambda: process_tree(server.valkey_pid),
+    }
+    if workers is not None:
+        groups["worker"] = workers.pids
+    return CpuMeter(groups)
+
+
+def answered(tally: Tally) -> int:
+    """Requests the server answered, whatever the status (the CPU per request divides by
+    these; a connection failure is not counted)."""
+    return sum(tally.statuses.values())
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    clients: int
+    rate: float
+    p95: float
+    cost: CpuCost
+    noisy: bool  # other processes took CPU during the run
+
+
+def measure_writes(server: Server, run: Run, clients: int) -> WriteResult:
+    args = run.args
+    print(
+        f"\ncreate_memory: {clients} concurrent clients, {args.seconds:g} s "
+        f"after {args.warmup:g} s warm-up ({NEW_KEY_SHARE:.0%} new keys, rest replace)"
     )
+    token = run.tokens.writer
+    run_writers(server.port, token, run.keys, clients, args.warmup)
+    with server_meter(server, run.workers) as meter:
+        tally, elapsed = run_writers(server.port, token, run.keys, clients, args.seconds)
+    cost = CpuCost.of(f"create_memory C={clients} {server.config.label}", meter, answered(tally))
+    rate, p95 = report_writes(tally, elapsed, f"{meter.line}\n  {cost.line}")
+    run.costs.append(cost)
+    if not tally.ok:
+        raise AllFailed("every create_memory request failed")
+    return WriteResult(clients, rate, p95, cost, meter.noisy)
 
 
-def bench_writes(server: Server, token: str, args: argparse.Namespace) -> list[str]:
-    keys, summary = WriteKeys(), []
-    for clients in args.clients:
-        print(
-            f"\ncreate_memory: {clients} concurrent clients, {args.seconds:g} s "
-            f"after {args.warmup:g} s warm-up ({NEW_KEY_SHARE:.0%} new keys, rest replace)"
+def bench_writes(server: Server, run: Run) -> list[str]:
+    summary = []
+    for clients in run.args.clients:
+        result = measure_writes(server, run, clients)
+        summary.append(
+            f"C={clients}: {result.rate:6.1f} req/s p95 {result.p95:6.2f} ms "
+            f"cpu {result.cost.server_ms:5.2f} ms"
         )
-        run_writers(server.port, token, keys, clients, args.warmup)
-        with server_meter(server) as meter:
-            tally, elapsed = run_writers(server.port, token, keys, clients, args.seconds)
-        rate, p95 = report_writes(tally, elapsed, meter.line)
-        summary.append(f"C={clients}: {rate:6.1f} req/s p95 {p95:6.2f} ms")
-        if not tally.ok:
-            raise AllFailed("every create_memory request failed")
     return summary
 
 
-def bench_renders(server: Server, token: str, args: argparse.Namespace) -> str:
+def bench_renders(server: Server, run: Run) -> str:
+    args, token = run.args, run.tokens.reader
     print(
         f"\nworking memory: {RENDER_ENTRIES} entries, {args.renders} sequential GETs "
         f"after {args.render_warmup} warm-up ({RENDER_PATH})"
     )
     run_renders(server.port, token, args.render_warmup)
-    with server_meter(server) as meter:
+    with server_meter(server, run.workers) as meter:
         renders = run_renders(server.port, token, args.renders)
-    server_p95 = report_renders(renders, meter.line)
+    cost = CpuCost.of(f"working memory {server.config.label}", meter, answered(renders.tally))
+    server_p95 = report_renders(renders, f"{meter.line}\n  {cost.line}")
+    run.costs.append(cost)
     if not renders.tally.ok:
         raise AllFailed("every working-memory request failed")
     client_p95 = percentile(renders.tally.latencies_ms, 95)
     return f"render p95 server {server_p95:5.2f} ms, client {client_p95:5.2f} ms"
 
 
-def bench_server(
-    config: ServerConfig,
-    tokens: Tokens,
-    data_dir: Path,
-    valkey: Valkey,
-    args: argparse.Namespace,
-) -> tuple[int, str]:
-    """Start gunicorn with `config`, run both benchmarks, stop it; (exit code, summary)."""
-    server = Server(config, data_dir, valkey)
+@contextlib.contextmanager
+def serving(config: ServerConfig, run: Run) -> Iterator[Server | None]:
+    """gunicorn with `config` for the block, or None (said, with its log) if it failed to
+    start or every request of a phase failed; other errors pass."""
+    server = Server(config, run.data_dir, run.valkey)
     environment = " ".join(f"{name}={value}" for name, value in server.environment.items())
     print(f"\n=== gunicorn {config.label}: {environment} {' '.join(server.command[1:])}")
     try:
         with server:
-            writes = bench_writes(server, tokens.writer, args)
-            render = bench_renders(server, tokens.reader, args)
+            yield server
     except ServerFailed as error:
         print(f"SERVER FAILED: {error}\n--- gunicorn log (tail) ---\n{server.log_tail()}")
-        return EXIT_SERVER_FAILED, f"{config.label:12} server failed"
+        raise
     except AllFailed as error:
         print(f"ALL REQUESTS FAILED: {error}\n--- gunicorn log (tail) ---\n{server.log_tail()}")
+        raise
+
+
+def bench_server(config: ServerConfig, run: Run) -> tuple[int, str]:
+    """Start gunicorn with `config`, run both benchmarks, stop it; (exit code, summary)."""
+    try:
+        with serving(config, run) as server:
+            writes = bench_writes(server, run)
+            render = bench_renders(server, run)
+    except ServerFailed:
+        return EXIT_SERVER_FAILED, f"{config.label:12} server failed"
+    except AllFailed:
         return EXIT_ALL_FAILED, f"{config.label:12} all requests failed"
     return 0, f"{config.label:12} " + " | ".join([*writes, render])
+
+
+def bench_web_concurrency(run: Run) -> int:
+    """create_memory at --concurrency-clients on a fresh gunicorn for each WEB_CONCURRENCY
+    of --web-concurrency (the same database, one after the other), then the best."""
+    counts, clients = run.args.web_concurrency, run.args.concurrency_clients
+    if not counts:
+        return 0
+    print(
+        f"\n=== WEB_CONCURRENCY {', '.join(map(str, counts))}: create_memory at C={clients}, "
+        f"{run.args.threads} threads a process"
+    )
+    results, code, started = [], 0, time.perf_counter()
+    for count in counts:
+        config = ServerConfig(count, run.args.threads)
+        try:
+            with serving(config, run) as server:
+                results.append((config, measure_writes(server, run, clients)))
+        except ServerFailed:
+            code = max(code, EXIT_SERVER_FAILED)
+        except AllFailed:
+            code = max(code, EXIT_ALL_FAILED)
+    print(
+        f"\n=== WEB_CONCURRENCY at C={clients} ({time.perf_counter() - started:.0f} s for "
+        "these runs)"
+    )
+    for config, result in results:
+        print(
+            f"  WEB_CONCURRENCY={config.workers} ({config.label:9}) {result.rate:7.1f} req/s"
+            f"  p95 {result.p95:7.2f} ms  cpu/write {result.cost.server_ms:5.2f} ms"
+            + ("  (machine busy)" if result.noisy else "")
+        )
+    if results:
+        best_config, best = max(results, key=lambda item: item[1].rate)
+        print(
+            f"  best: WEB_CONCURRENCY={best_config.workers} ({best.rate:.1f} req/s, "
+            f"p95 {best.p95:.2f} ms)"
+        )
+        if any(result.noisy for _, result in results):
+            print("  WARNING    other processes took CPU: re-run on a quiet machine to choose")
+    return code
+
+
+def start_worker(data_dir: Path, enabled: bool) -> AbstractContextManager[Workers | None]:
+    """One Celery worker as `make run` starts it (--worker), once it has embedded what the
+    seeding left it; or nothing."""
+    if not enabled:
+        return contextlib.nullcontext()
+    return IdleWorkers(1, data_dir, free_port())
+
+
+class IdleWorkers(Workers):
+    """Workers that, once ready, wait for the seeded rows' embeddings to be done (their CPU
+    falls below WORKER_IDLE_CORES for a second) so the measured phases do not pay for them."""
+
+    def __enter__(self) -> IdleWorkers:
+        super().__enter__()
+        started = time.monotonic()
+        print("worker     one Celery worker (--pool solo); waiting for it to embed the seed")
+        while time.monotonic() - started < WORKER_IDLE_DEADLINE_S:
+            before = sum(cpu_seconds(self.pids()).values())
+            time.sleep(1.0)
+            if sum(cpu_seconds(self.pids()).values()) - before < WORKER_IDLE_CORES:
+                break
+        print(f"           idle after {time.monotonic() - started:.0f} s")
+        return self
 
 
 def seed() -> Tokens:
@@ -755,6 +960,34 @@ def seed() -> Tokens:
 
 def client_counts(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
+
+
+def profiled_calls(tokens: Tokens) -> list[Call]:
+    """A replacing write, a new key's write (compared with the user's entries of its kind,
+    so most become proposals, 202) and the 500-entry render, through Django's test client."""
+    from django.test import Client
+
+    client = Client(HTTP_HOST=HOST)
+    write_auth = f"Bearer {tokens.writer}"
+    rng = random.Random(29)  # noqa: S311 - a load pattern, not a secret
+    new_keys = itertools.count(PROFILE_NEW_KEYS_FROM)
+
+    def write(n: int) -> int:
+        payload = {"key": f"fact:bench-{n}", "value": write_value(n), "tags": ["bench"]}
+        response = client.post(
+            WRITE_PATH, payload, content_type="application/json", HTTP_AUTHORIZATION=write_auth
+        )
+        return response.status_code
+
+    def render() -> int:
+        response = client.get(RENDER_PATH, HTTP_AUTHORIZATION=f"Bearer {tokens.reader}")
+        return response.status_code
+
+    return [
+        Call("create_memory, an existing key", lambda: write(rng.randrange(EXISTING_WRITE_KEYS))),
+        Call("create_memory, a new key", lambda: write(next(new_keys))),
+        Call(f"working memory, {RENDER_ENTRIES} entries", render),
+    ]
 
 
 def parse_args() -> argparse.Namespace:
@@ -786,6 +1019,42 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds per run")
     parser.add_argument("--renders", type=int, default=500, help="measured renders")
     parser.add_argument("--render-warmup", type=int, default=50, help="warm-up renders")
+    parser.add_argument(
+        "--web-concurrency",
+        type=client_counts,
+        default=list(DEFAULT_WEB_CONCURRENCY),
+        metavar="N,N,…",
+        help="after the main run, create_memory alone on a fresh gunicorn with each "
+        "WEB_CONCURRENCY (and --threads), then the best; empty (--web-concurrency=) skips "
+        f"it (default {','.join(map(str, DEFAULT_WEB_CONCURRENCY))})",
+    )
+    parser.add_argument(
+        "--concurrency-clients",
+        type=int,
+        default=8,
+        help="concurrent clients of the WEB_CONCURRENCY runs (default 8)",
+    )
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="start one Celery worker as `make run` does and count its CPU (it embeds every "
+        "write); without it the embedding requests wait in Valkey",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of the load runs: profile a write and a render in this process "
+        "(cProfile) and print the top ten costs of each",
+    )
+    parser.add_argument(
+        "--profile-clock",
+        choices=sorted(CLOCKS),
+        default="cpu",
+        help="cProfile's timer: cpu (the calling thread's CPU; default) or wall (waits included)",
+    )
+    parser.add_argument(
+        "--profile-calls", type=int, default=50, help="calls profiled per kind (default 50)"
+    )
     args = parser.parse_args()
     try:
         args.server = ServerConfig.parse(args.server, args.threads)
@@ -796,10 +1065,10 @@ def parse_args() -> argparse.Namespace:
 
 def sweep(argv: list[str]) -> int:
     """Run every SWEEP_SERVERS config in a child run of its own (a fresh database each),
-    then print their summaries together."""
+    then print their summaries together. The children skip the WEB_CONCURRENCY runs."""
     summaries, code = [], 0
     for label in SWEEP_SERVERS:
-        command = [sys.executable, __file__, *argv, f"--server={label}"]
+        command = [sys.executable, __file__, *argv, f"--server={label}", "--web-concurrency="]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)  # noqa: S603
         assert child.stdout is not None
@@ -821,13 +1090,23 @@ def main() -> int:
         return sweep([arg for arg in sys.argv[1:] if arg != "--sweep"])
     data_dir = prepare_environment("mnemo-bench-", MNEMO_API_RATE="1000000/s")
     print_machine("Mnemo agent API benchmark", ["gunicorn", "django", "djangorestframework"])
+    started = time.perf_counter()
     try:
         with Valkey(data_dir) as valkey:
             tokens = seed()
-            code, summary = bench_server(args.server, tokens, data_dir, valkey, args)
-    except ServerFailed as error:  # Valkey's; gunicorn's are reported by bench_server
+            if args.profile:
+                calls = profiled_calls(tokens)
+                profile_calls(calls, args.profile_calls, PROFILE_WARMUP_CALLS, args.profile_clock)
+                return 0
+            with start_worker(data_dir, args.worker) as workers:
+                run = Run(tokens, data_dir, valkey, workers, args)
+                code, summary = bench_server(args.server, run)
+                code = max(code, bench_web_concurrency(run))
+    except ServerFailed as error:  # Valkey's or the worker's; gunicorn's are said already
         print(f"SERVER FAILED: {error}")
         return EXIT_SERVER_FAILED
+    print_cost_table(run.costs)
+    print(f"\nwhole run  {time.perf_counter() - started:.0f} s (seeding included)")
     print(f"\n=== summary\n  {summary}")
     return code
 

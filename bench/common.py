@@ -63,14 +63,27 @@ def machine_busy(times: Any) -> float:
     return sum(times) - idle - guest  # guest time is already counted in user time
 
 
+def cpu_ms_per_request(seconds: float, requests: int) -> float:
+    """Milliseconds of CPU per request: `seconds` of CPU spread over `requests` (nan if none)."""
+    return seconds * 1000 / requests if requests > 0 else float("nan")
+
+
 class CpuMeter:
     """Cores kept busy over a `with` block by each named group of processes, by everything
     else on the machine ("others": a test run next door makes the numbers low) and by
-    steal. After the block, `line` says so in one line (two with a warning)."""
+    steal. After the block, `line` says so in one line (two with a warning), `seconds`
+    holds each group's CPU seconds over the block and `ms_per_request` divides them.
+
+    A process that starts inside the block counts whole; one that exits inside it loses
+    what it used there (the benchmarks keep their connections, so their PostgreSQL
+    backends live through the block)."""
 
     def __init__(self, groups: dict[str, Callable[[], list[psutil.Process]]]) -> None:
         self.groups = groups
         self.line = ""
+        self.seconds: dict[str, float] = {}
+        self.wall = 0.0
+        self.noisy = False
 
     def __enter__(self) -> CpuMeter:
         self.start = {name: cpu_seconds(procs()) for name, procs in self.groups.items()}
@@ -88,10 +101,18 @@ class CpuMeter:
         ours = sum(busy.values())
         busy["others"] = machine_busy(machine) - machine_busy(self.machine_start) - ours
         busy["steal"] = getattr(machine, "steal", 0.0) - getattr(self.machine_start, "steal", 0.0)
-        parts = [f"{name} {max(0.0, seconds) / wall:.2f}" for name, seconds in busy.items()]
+        self.seconds = {name: max(0.0, seconds) for name, seconds in busy.items()}
+        self.wall = wall
+        parts = [f"{name} {seconds / wall:.2f}" for name, seconds in self.seconds.items()]
         self.line = f"cpu (cores busy of {psutil.cpu_count()}): " + ", ".join(parts)
-        if (busy["others"] + busy["steal"]) / wall > NOISY_CORES:
+        self.noisy = (busy["others"] + busy["steal"]) / wall > NOISY_CORES
+        if self.noisy:
             self.line += "\n  WARNING    other processes took CPU during this run; numbers are low"
+
+    def ms_per_request(self, requests: int) -> dict[str, float]:
+        """Each group's CPU over the block in milliseconds per request ("others" and
+        "steal" too)."""
+        return {name: cpu_ms_per_request(s, requests) for name, s in self.seconds.items()}
 
 
 # --- the throwaway database and the machine ---------------------------------------------

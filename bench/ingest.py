@@ -51,13 +51,14 @@ from bench.api import (  # noqa: E402 - needs the project root on sys.path
     Server,
     ServerFailed,
     Valkey,
+    Workers,
     auth_headers,
     new_agent,
     parse_json,
     setup_django,
 )
 from bench.common import percentile, prepare_environment, print_machine, verdict  # noqa: E402
-from bench.retrieval import Workers, app_stack, print_logs, stack_meter  # noqa: E402
+from bench.retrieval import app_stack, print_logs, stack_meter  # noqa: E402
 from bench.search import TextMaker  # noqa: E402
 
 WRITE_PATH = "/api/v1/tools/create_memory"

@@ -38,8 +38,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -64,6 +62,7 @@ from bench.api import (  # noqa: E402 - needs the project root on sys.path
     ServerConfig,
     ServerFailed,
     Valkey,
+    Workers,
     auth_headers,
     new_agent,
     parse_json,
@@ -77,7 +76,6 @@ from bench.common import (  # noqa: E402
     process_tree,
     verdict,
 )
-from lib.stack import stack_environment  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "locomo-dev.json"
 WRITE_PATH = "/api/v1/tools/create_memory"
@@ -96,7 +94,6 @@ PROFILE_USER = "profile"  # bench/short_queries.py's person
 
 WEB = ServerConfig(workers=1, threads=4)  # `make run`'s default: one web process
 CELERY_WORKERS = 2
-WORKER_START_DEADLINE_S = 90.0
 EMBED_DEADLINE_S = 600.0  # after the last write; a stuck worker must not hang the run
 POLL_S = 0.05
 SLUG_CHARS = 60  # of the fact's text in its key; the grammar allows 80
@@ -273,72 +270,7 @@ def print_data(path: Path, conversations: list[Conversation]) -> None:
     print("           among the facts at all (the best R@k can be)")
 
 
-# --- the stack: Celery workers beside bench/api.py's Valkey and gunicorn ---------------
-
-
-class Workers:
-    """N `celery -A config worker --pool solo` processes, as `make run`'s worker program,
-    with the environment lib/stack.py gives its programs; stopped with SIGTERM."""
-
-    def __init__(self, count: int, data_dir: Path, port: int) -> None:
-        self.data_dir = data_dir
-        self.environment = stack_environment(data_dir, port, PYTHONUNBUFFERED="1")
-        self.processes: list[subprocess.Popen[bytes]] = []
-        self.logs = [data_dir / f"celery-{n}.log" for n in range(1, count + 1)]
-
-    def command(self, n: int) -> list[str]:
-        celery = str(Path(sys.executable).parent / "celery")
-        return [
-            *(celery, "-A", "config", "worker", "--loglevel", "INFO", "--pool", "solo"),
-            *("--without-gossip", "--without-mingle", "--without-heartbeat"),
-            *("-n", f"bench{n}@%h"),
-        ]
-
-    def __enter__(self) -> Workers:
-        for n, log_path in enumerate(self.logs, start=1):
-            with log_path.open("ab") as log:
-                self.processes.append(
-                    subprocess.Popen(  # noqa: S603 - our own virtualenv's celery
-                        self.command(n),
-                        cwd=ROOT,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=self.environment,
-                    )
-                )
-        try:
-            self._wait_until_ready()
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + WORKER_START_DEADLINE_S
-        while not all(" ready." in self._log(n) for n in range(len(self.logs))):
-            for process in self.processes:
-                if process.poll() is not None:
-                    raise ServerFailed(f"a Celery worker exited with code {process.returncode}")
-            if time.monotonic() > deadline:
-                raise ServerFailed(f"the workers were not ready in {WORKER_START_DEADLINE_S:g} s")
-            time.sleep(0.2)
-
-    def _log(self, n: int) -> str:
-        return self.logs[n].read_text(errors="replace") if self.logs[n].exists() else ""
-
-    def pids(self) -> list[psutil.Process]:
-        return [proc for process in self.processes for proc in process_tree(process.pid)]
+# --- the stack: bench/api.py's Celery workers, Valkey and gunicorn ---------------------
 
 
 def stack_meter(server: Server, workers: Workers, valkey: Valkey) -> CpuMeter:
