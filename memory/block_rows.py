@@ -126,7 +126,8 @@ def rows_now(
         return rows
     # Read in a second statement, a row may have changed or gone since the first: it is
     # shown (and kept) as this one finds it, as two statements apart would show it anyway.
-    values = _read_values(user, list(missing), counter, count, limit)
+    # It must still be readable: a write that hides a row from the agent also changes it.
+    values = _read_values(user, list(missing), (readable, params), counter, count, limit)
     for _key, pinned, confidence, used_at, row_id, user_stated, _ in found:
         if row_id in missing and row_id in values:
             row = values[row_id]
@@ -141,13 +142,16 @@ def rows_now(
 def _read_values(
     user: AbstractBaseUser,
     ids: list[int],
+    readable: tuple[str, list[object]],
     counter: str,
     count: Callable[[str], int],
     limit: int,
 ) -> dict[int, _Kept]:
-    """The rows of `ids` still there, read, made, and kept under their stamps."""
+    """The rows of `ids` still there and `readable` (memory/visibility.py's condition and
+    its parameters), read, made, and kept under their stamps."""
+    condition, params = readable
     with connection.cursor() as cursor:
-        cursor.execute(_values_sql(), [user.pk, ids])
+        cursor.execute(_values_sql(condition), [user.pk, ids, *params])
         found = cursor.fetchall()
     made, stamps = {}, {}
     for row_id, key, value, updated_at in found:
@@ -200,11 +204,11 @@ def _rows_sql(readable: str) -> str:
 
 
 @functools.cache
-def _values_sql() -> str:
+def _values_sql(readable: str) -> str:
     table = connection.ops.quote_name(Memory._meta.db_table)
     return (
         f"SELECT id, key, value, {_micros('updated_at')} FROM {table} "  # noqa: S608 - the model's table
-        "WHERE user_id = %s AND id = ANY(%s)"
+        f"WHERE user_id = %s AND id = ANY(%s) AND {readable}"
     )
 
 

@@ -14,6 +14,7 @@ from memory.entries import memory_rename
 from memory.models import Memory
 from memory.services import memory_update, memory_upsert
 from memory.working_memory import build_working_memory
+from profiles.services import agent_set_read_rules
 
 
 @pytest.fixture(autouse=True)
@@ -181,3 +182,26 @@ def test_a_kept_block_is_the_callers_to_change_and_follows_pins_and_uses(alice):
     pinned = build_working_memory(user=alice, budget=2000)
     assert pinned.included == ["fact:a", "fact:b"]
     assert pinned == fresh(alice, budget=2000)
+
+
+def test_a_row_hidden_between_the_two_reads_is_left_out(alice, alice_agent, monkeypatch):
+    agent_set_read_rules(
+        agent=alice_agent, memory_rule="except", memory_tags=["secret"], document_rule="all"
+    )
+    write(alice, "fact:plan", "Meets the team on Monday")
+    read_values = block_rows._read_values
+
+    def hide_in_between(*args, **kwargs):
+        memory_update(
+            user=alice,
+            key="fact:plan",
+            value="The secret plan",
+            tags=["secret"],
+            actor=Actor.for_user(alice),
+        )
+        return read_values(*args, **kwargs)
+
+    monkeypatch.setattr(block_rows, "_read_values", hide_in_between)
+    block = build_working_memory(user=alice, budget=2000, agent=alice_agent)
+    assert "secret" not in block.text
+    assert block.included == []
