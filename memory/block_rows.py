@@ -196,20 +196,24 @@ def _micros(column: str) -> str:
 def _rows_sql(readable: str) -> str:
     # Written once per kind of reader rather than built by the ORM on every render
     # (bench/README.md, issue 12); `readable` is memory/visibility.py's condition.
-    table = connection.ops.quote_name(Memory._meta.db_table)
-    return (
-        f"SELECT key, pinned, confidence, {_micros('COALESCE(last_accessed_at, updated_at)')}, "  # noqa: S608 - the model's table
-        f"id, source = %s, {_micros('updated_at')} FROM {table} WHERE user_id = %s AND {readable}"
+    used_at = _micros("COALESCE(last_accessed_at, updated_at)")
+    return _select(
+        f"key, pinned, confidence, {used_at}, id, source = %s, {_micros('updated_at')}",
+        f"user_id = %s AND {readable}",
     )
 
 
 @functools.cache
 def _values_sql(readable: str) -> str:
-    table = connection.ops.quote_name(Memory._meta.db_table)
-    return (
-        f"SELECT id, key, value, {_micros('updated_at')} FROM {table} "  # noqa: S608 - the model's table
-        f"WHERE user_id = %s AND id = ANY(%s) AND {readable}"
+    return _select(
+        f"id, key, value, {_micros('updated_at')}",
+        f"user_id = %s AND id = ANY(%s) AND {readable}",
     )
+
+
+def _select(columns: str, condition: str) -> str:
+    table = connection.ops.quote_name(Memory._meta.db_table)
+    return f"SELECT {columns} FROM {table} WHERE {condition}"  # noqa: S608 - the model's table
 
 
 def rows_as_of(

@@ -191,14 +191,10 @@ def test_a_row_hidden_between_the_two_reads_is_left_out(alice, alice_agent, monk
     write(alice, "fact:plan", "Meets the team on Monday")
     read_values = block_rows._read_values
 
+    hidden = {"value": "The secret plan", "tags": ["secret"]}
+
     def hide_in_between(*args, **kwargs):
-        memory_update(
-            user=alice,
-            key="fact:plan",
-            value="The secret plan",
-            tags=["secret"],
-            actor=Actor.for_user(alice),
-        )
+        memory_update(user=alice, key="fact:plan", actor=Actor.for_user(alice), **hidden)
         return read_values(*args, **kwargs)
 
     monkeypatch.setattr(block_rows, "_read_values", hide_in_between)
