@@ -11,7 +11,7 @@ note (`owner_agent` set).
   asks for them by name (memory/selectors.py), never through here.
 
 Reads ask `readable(agent)` (a Q), `readable_memories(...)` (a queryset) or `readable_sql`
-(an SQL condition with its parameters, for raw SQL such as memory/working_memory.py);
+(an SQL condition with its parameters, for raw SQL such as memory/block_rows.py);
 paths that only ever show the user's memory (the working memory, its as-of view) ask
 `readable(agent, own=False)`; an agent's new memory is compared only with the memories it
 may read (`rule_sql`, memory/duplicates.py), so what it writes never tells it whether a

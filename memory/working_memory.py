@@ -13,7 +13,9 @@ item or a fence), and no line longer than MNEMO_WORKING_MEMORY_LINE_CHARS (a val
 shortened to fit ends with "…").
 
 With `as_of`, the block is the one the rows made at that time, rebuilt from history
-(memory.selectors.memory_states_as_of).
+(memory.selectors.memory_states_as_of). memory/block_rows.py reads the rows, and keeps
+what each row's key and value make (its value as data, an entry's line and its tokens)
+between renders.
 
 memory/scratchpad.py `build_scratchpad` lists the entries as recent memories instead, the
 promoted ones (used often, or pinned) first and then the newest (`?format=scratchpad`),
@@ -23,22 +25,26 @@ under the same rules: the budget, whole lines, values as data.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from lib.errors import InvalidInput
 from lib.tokenizer import TokenCounter, get_token_counter
-from memory.block_format import _as_data, _capped, _shorten
+from memory.block_format import _capped
+from memory.block_rows import (
+    BlockRow,
+    entry_line,
+    keep_block,
+    kept_block,
+    rows_as_of,
+    rows_now,
+)
 from memory.keys import PROFILE_KEYS
-from memory.models import Memory, Source
-from memory.selectors import memory_states_as_of
-from memory.visibility import readable_sql, rule_allows_tags
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from profiles.services import profile_for_user
 
@@ -58,21 +64,9 @@ HEADERS = (
 ABOUT, PREFERENCES, TOLD, NOTICED = range(4)
 SECTIONS = ("about", "preferences", "told", "noticed")  # the headers' names in Line.section
 USER, AGENT, MIXED = "user", "agent", "mixed"  # who stated a line: Line.stated_by
-ENTRY_LABELS = {
-    "instruction": "Note:",
-    "preference": "Prefers:",
-    "fact": "Fact:",
-    "decision": "Decided:",
-    "discovery": "Discovered:",
-    "pattern": "Pattern:",
-    "task": "Task:",
-    "bugfix": "Fixed:",
-}
-_PREFIXES = {kind: f"- {label} " for kind, label in ENTRY_LABELS.items()}
 OVER_BUDGET = "over_budget"
 EMPTY = "empty"  # nothing left of the value once sanitized
 DAMAGED = "damaged"  # as of a past time: the history row holding its state is malformed
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -111,16 +105,7 @@ class _Unit(NamedTuple):
     keys: tuple[str, ...]
     line: str
     stated_by: str
-
-
-class _Row(NamedTuple):
-    key: str
-    value: str  # sanitized and fenced
-    pinned: bool
-    confidence: float
-    used_at: int  # last used, or else last updated, in microseconds since 1970
-    id: int  # rows are numbered in the order they were created
-    user_stated: bool
+    tokens: int  # the line's own tokens, without its line break
 
 
 # Sort keys as C-level getters: a lambda per row cost about as much as the sorting.
@@ -146,14 +131,35 @@ def build_working_memory(
     they last changed (memory_states_as_of); the budget is still today's.
     """
     budget = _check_budget(profile_for_user(user).token_budget if budget is None else budget)
-    damaged: list[Omitted] = []
-    if as_of is None:
-        rows = _rows(user, agent)
-    else:
-        rows, damaged = _rows_as_of(user, check_as_of(as_of), agent)
     counter = get_token_counter()
+    limit = settings.MNEMO_WORKING_MEMORY_LINE_CHARS
+    if as_of is not None:
+        rows, damaged = _rows_as_of(user, check_as_of(as_of), agent)
+        return _block(rows, damaged, budget, limit, counter, as_of)
+    rows = _rows(user, agent)
+    # The block is a function of its rows (values, lines and their tokens included), the
+    # budget, the line length and the counter: the same ones make the block already made,
+    # kept by memory/block_rows.py. Its lists are copies, so a caller cannot change it.
+    made_as = (counter.name, limit, budget, tuple(rows))
+    block = kept_block(made_as)
+    if block is None:
+        block = _block(rows, [], budget, limit, counter, None)
+        keep_block(made_as, block)
+    return replace(
+        block, included=list(block.included), omitted=list(block.omitted), lines=list(block.lines)
+    )
+
+
+def _block(
+    rows: list[BlockRow],
+    damaged: list[Omitted],
+    budget: int,
+    limit: int,
+    counter: TokenCounter,
+    as_of: datetime | None,
+) -> WorkingMemory:
     counts = _memoized_counts(counter)
-    units, omitted = _units(rows, settings.MNEMO_WORKING_MEMORY_LINE_CHARS)
+    units, omitted = _units(rows, limit, counts)
     omitted += damaged
     chosen, text = _fit(units, budget, counts)
     included, left_out = _split(units, chosen)
@@ -218,67 +224,37 @@ def _check_budget(budget: object) -> int:
     return budget
 
 
-def _rows(user: AbstractBaseUser, agent: Agent | None) -> list[_Row]:
-    """The user's rows `agent` may read here, values sanitized. A read: access counts are
-    left as they are."""
-    # Sorted later, by code point: the database's collation must not change the bytes.
-    # A timestamp as whole microseconds is exact and much cheaper to read than a datetime.
-    readable, params = readable_sql(agent, own=False)
-    with connection.cursor() as cursor:
-        cursor.execute(_rows_sql(readable), [str(Source.USER_STATED), user.pk, *params])
-        rows = cursor.fetchall()
-    return [
-        _Row(key, _as_data(value), pinned, confidence, used_at, row_id, user_stated)
-        for key, value, pinned, confidence, used_at, row_id, user_stated in rows
-    ]
-
-
-@functools.cache
-def _rows_sql(readable: str) -> str:
-    # Written once per kind of reader rather than built by the ORM on every render
-    # (bench/README.md, issue 12); `readable` is memory/visibility.py's condition.
-    table = connection.ops.quote_name(Memory._meta.db_table)
-    return (
-        "SELECT key, value, pinned, confidence, (EXTRACT(EPOCH FROM "  # noqa: S608 - the model's table
-        "COALESCE(last_accessed_at, updated_at)) * 1000000)::bigint, id, source = %s "
-        f"FROM {table} WHERE user_id = %s AND {readable}"
+def _rows(user: AbstractBaseUser, agent: Agent | None) -> list[BlockRow]:
+    """The user's rows `agent` may read here, values as data, entries' lines counted."""
+    counter = get_token_counter()
+    return rows_now(
+        user,
+        agent,
+        counter.name,
+        _memoized_counts(counter).line,
+        settings.MNEMO_WORKING_MEMORY_LINE_CHARS,
     )
 
 
 def _rows_as_of(
     user: AbstractBaseUser, as_of: datetime, agent: Agent | None
-) -> tuple[list[_Row], list[Omitted]]:
-    """The rows as they were at `as_of`, last changed standing in for last used, of those
-    `agent`'s read rule lets it read by their tags then; and the keys whose state then
-    history cannot give (memory/snapshots.py), left out."""
-    microsecond = timedelta(microseconds=1)
-    found = memory_states_as_of(user=user, as_of=as_of)
-    rows = [
-        _Row(
-            state.key,
-            _as_data(state.value),
-            state.pinned,
-            state.confidence,
-            (state.changed_at - _EPOCH) // microsecond,
-            state.created_id,
-            state.source == Source.USER_STATED,
-        )
-        for state in found.states
-        if rule_allows_tags(agent, state.tags)
-    ]
-    return rows, [Omitted(key, DAMAGED) for key in found.damaged]
+) -> tuple[list[BlockRow], list[Omitted]]:
+    """The rows as they were at `as_of` (memory/block_rows.py), and the keys history cannot
+    give then, left out."""
+    rows, damaged = rows_as_of(user, as_of, agent)
+    return rows, [Omitted(key, DAMAGED) for key in damaged]
 
 
-def _stated_by(rows: list[_Row]) -> str:
+def _stated_by(rows: list[BlockRow]) -> str:
     stated = sum(row.user_stated for row in rows)
     return USER if stated == len(rows) else AGENT if stated == 0 else MIXED
 
 
-def _units(rows: list[_Row], limit: int) -> tuple[list[_Unit], list[Omitted]]:
+def _units(rows: list[BlockRow], limit: int, counts: _Counts) -> tuple[list[_Unit], list[Omitted]]:
     """The block's lines in priority order, and the rows with nothing left to show."""
-    profile: dict[str, _Row] = {}
-    styles: dict[str, dict[str, _Row]] = {}
-    entries: list[_Row] = []
+    profile: dict[str, BlockRow] = {}
+    styles: dict[str, dict[str, BlockRow]] = {}
+    entries: list[BlockRow] = []
     empty: list[Omitted] = []
     for row in sorted(rows, key=_KEY):
         if not row.value:
@@ -294,24 +270,26 @@ def _units(rows: list[_Row], limit: int) -> tuple[list[_Unit], list[Omitted]]:
             aspect, _, platform = row.key.partition("_")
             styles.setdefault(platform, {})[aspect] = row
     units = (
-        _profile_units(profile, limit) + _style_units(styles, limit) + _entry_units(entries, limit)
+        _profile_units(profile, limit, counts)
+        + _style_units(styles, limit, counts)
+        + _entry_units(entries, limit, counts)
     )
     return units, empty
 
 
-def _profile_units(profile: dict[str, _Row], limit: int) -> list[_Unit]:
+def _profile_units(profile: dict[str, BlockRow], limit: int, counts: _Counts) -> list[_Unit]:
     units = []
     identity = [profile[key] for key in ("name", "role", "company") if key in profile]
     if identity:
         keys = tuple(row.key for row in identity)
         make = functools.partial(_identity_line, keys)
         line = _capped(make, [row.value for row in identity], limit)
-        units.append(_Unit(ABOUT, keys, line, _stated_by(identity)))
+        units.append(_Unit(ABOUT, keys, line, _stated_by(identity), counts.line(line)))
     for key, label in (("timezone", "Timezone:"), ("summary", "Summary:")):
         if key in profile:
             row = profile[key]
             line = _capped(functools.partial(_labelled, label), [row.value], limit)
-            units.append(_Unit(ABOUT, (key,), line, _stated_by([row])))
+            units.append(_Unit(ABOUT, (key,), line, _stated_by([row]), counts.line(line)))
     return units
 
 
@@ -332,7 +310,9 @@ def _identity_line(keys: tuple[str, ...], values: list[str]) -> str:
     return f"{who} at {company}" if company else who
 
 
-def _style_units(styles: dict[str, dict[str, _Row]], limit: int) -> list[_Unit]:
+def _style_units(
+    styles: dict[str, dict[str, BlockRow]], limit: int, counts: _Counts
+) -> list[_Unit]:
     """One line per platform, in the order the platforms were first set.
 
     Style lines are short and come before every entry, so their order hardly decides
@@ -354,7 +334,7 @@ def _style_units(styles: dict[str, dict[str, _Row]], limit: int) -> list[_Unit]:
         line = _capped(
             functools.partial(_style_line, platform, keys), [r.value for r in rows], limit
         )
-        units.append(_Unit(PREFERENCES, keys, line, _stated_by(rows)))
+        units.append(_Unit(PREFERENCES, keys, line, _stated_by(rows), counts.line(line)))
     return units
 
 
@@ -365,7 +345,7 @@ def _style_line(platform: str, keys: tuple[str, ...], values: list[str]) -> str:
     return f"- {platform}: " + ", ".join(f"{aspect}: {value}" for aspect, value in pairs)
 
 
-def _entry_units(entries: list[_Row], limit: int) -> list[_Unit]:
+def _entry_units(entries: list[BlockRow], limit: int, counts: _Counts) -> list[_Unit]:
     """Pinned first; then the user's, most recently used first; then the agents', most
     confident first, then most recently used; ties by key. Within the pinned ones, the
     user's come first too."""
@@ -379,23 +359,23 @@ def _entry_units(entries: list[_Row], limit: int) -> list[_Unit]:
     entries.sort(key=_PINNED, reverse=True)
     units = []
     for row in entries:
-        prefix = _PREFIXES[row.key.partition(":")[0]]
-        line = prefix + row.value
-        if len(line) > limit:
-            line = prefix + _shorten(row.value, limit - len(prefix))
+        line, tokens = row.line, row.tokens
+        if line is None:  # not kept (as of a past time): made and counted here
+            line = entry_line(row.key, row.value, limit)
+            tokens = counts.line(line)
         units.append(
-            _Unit(TOLD, (row.key,), line, USER)
+            _Unit(TOLD, (row.key,), line, USER, tokens)
             if row.user_stated
-            else _Unit(NOTICED, (row.key,), line, AGENT)
+            else _Unit(NOTICED, (row.key,), line, AGENT, tokens)
         )
     return units
 
 
 def _fit(units: list[_Unit], budget: int, counts: _Counts) -> tuple[list[int], str]:
     """Indexes of the units that fit, in priority order, and the block they make."""
-    # Each line is counted once here (and memoized across renders): its own tokens plus
-    # its line break.
-    costs = [counts.line(unit.line) + 1 for unit in units]
+    # Each line was counted when its unit was made (an entry's is kept with its row,
+    # memory/block_rows.py): its own tokens plus its line break.
+    costs = [unit.tokens + 1 for unit in units]
     headers = [counts.line(header) + 2 for header in HEADERS]  # with the blank line before
     all_keys = _key_count(units)
     chosen = _greedy(units, costs, headers, budget)
