@@ -34,11 +34,11 @@ def memory_written_event(
     note_of: str | None = None,
     moved_from: str | None = None,
 ) -> ActivityEvent:
-    """The memory_written row, unsaved: memory/write_sql.py inserts it in the same statement
-    as the memory and its history row, which fills in history_id. A rename names the old
-    key; a change made by a bulk action names its batch (memory/bulk.py). `note_of`: the
-    agent whose own note was written (absent for the user's memory); `moved_from`: the agent
-    whose note the user moved into their memory (memory_share_note)."""
+    """The memory_written row, unsaved: memory/write_sql.py saves it after the memory and its
+    history row, filling in history_id. A rename names the old key; a change made by a bulk
+    action names its batch (memory/bulk.py). `note_of`: the agent whose own note was
+    written (absent for the user's memory); `moved_from`: the agent whose note the user
+    moved into their memory (memory_share_note)."""
     payload: dict[str, object] = {
         "key": key,
         "action": action,

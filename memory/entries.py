@@ -35,7 +35,7 @@ from memory.validation import (
     _refuse_credentials,
     memory_clean,
 )
-from memory.write_sql import _is_unique_key_violation, _locked, _write_rows
+from memory.write_sql import _locked, _write_rows, is_unique_key_violation
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -343,7 +343,7 @@ def memory_rename(*, user: AbstractBaseUser, key: str, new_key: str, actor: Acto
         with transaction.atomic():
             return _rename_once(user, key, new_key, actor)
     except IntegrityError as error:
-        if not _is_unique_key_violation(error):
+        if not is_unique_key_violation(error):
             raise
     raise Conflict(f"You already have '{new_key}'; edit that one instead.", field="key")
 

@@ -17,6 +17,9 @@ MAX_VALUE_LENGTH = 2000
 MAX_TAGS = 20
 MAX_REASON_LENGTH = 500
 MAX_SESSION_LENGTH = 100
+# The unique (user, audience, key) of Memory: the write path tells a lost race to insert a
+# key (IntegrityError naming it) from any other failure (memory/write_sql.py).
+UNIQUE_KEY_CONSTRAINT = "user_context_unique_key"
 
 
 class Source(models.TextChoices):
@@ -100,7 +103,7 @@ class Memory(EmbeddingFields):
             # One row per key in the user's memory and one in each agent's notes.
             models.UniqueConstraint(
                 fields=["user", "owner_agent", "key"],
-                name="user_context_unique_key",
+                name=UNIQUE_KEY_CONSTRAINT,
                 nulls_distinct=False,
             ),
             models.CheckConstraint(condition=Q(key__regex=KEY_PATTERN), name="user_context_key"),

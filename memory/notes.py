@@ -14,7 +14,7 @@ from memory.models import HistoryAction, Memory, MemoryHistory, Source
 from memory.outcomes import MemoryWrite
 from memory.services import _delete_row
 from memory.snapshots import state_fields
-from memory.write_sql import _is_unique_key_violation, _locked, _write_rows
+from memory.write_sql import _locked, _write_rows, is_unique_key_violation
 from search.indexing import request_embedding
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def memory_share_note(*, user: AbstractBaseUser, memory_id: int, actor: Actor) -
         with transaction.atomic():
             return _share_once(user, note.key, agent, actor)
     except IntegrityError as error:  # the user's memory took the key meanwhile
-        if not _is_unique_key_violation(error):
+        if not is_unique_key_violation(error):
             raise
     raise _key_taken(note.key)
 

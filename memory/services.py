@@ -1,9 +1,9 @@
 """The write path: the only functions that change one memory.
 
 Creating, updating, deleting and restoring a memory each validate (memory/validation.py),
-write the row, a history row and an activity event in one transaction (the statements are
-memory/write_sql.py's), and let the review gate (memory/review_gate.py) turn an agent's
-write into a proposal or a merge instead. Pages, the agent API, tasks and the admin all
+write the row, a history row and an activity event in one transaction (the row lock and
+the saves are memory/write_sql.py's), and let the review gate (memory/review_gate.py) turn
+an agent's write into a proposal or a merge instead. Pages, the agent API, tasks and the admin all
 come through here, or through the modules built on it: memory/entries.py (entries and their
 keys), memory/notes.py (moving an agent's note into the user's memory), memory/replay.py
 (an import's past history) and memory/uses.py (counting reads).
@@ -11,10 +11,10 @@ keys), memory/notes.py (moving an agent's note into the user's memory), memory/r
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from activity import events
 from activity.actors import Actor, ActorKind
@@ -45,7 +45,7 @@ from memory.validation import (
     _when_and_where,
     memory_clean,
 )
-from memory.write_sql import _is_unique_key_violation, _locked, _write_rows
+from memory.write_sql import _locked, _write_rows, is_unique_key_violation
 from search.indexing import request_embedding
 
 if TYPE_CHECKING:
@@ -398,29 +398,30 @@ def _write(
     `near_check`: a new key is first compared with the entries of its kind (_near_entry);
     a note merged into one of them is committed and DuplicateMemory raised.
     """
-    write = (
-        user,
-        key,
-        fields,
-        actor,
-        action,
-        create,
-        only_new,
-        reason,
-        unless_changed_since,
-        batch,
-        expected,
-        near_check,
-        owner_agent,
+    write_once = functools.partial(
+        _write_once,
+        user=user,
+        key=key,
+        fields=fields,
+        actor=actor,
+        action=action,
+        create=create,
+        only_new=only_new,
+        reason=reason,
+        unless_changed_since=unless_changed_since,
+        batch=batch,
+        expected=expected,
+        near_check=near_check,
+        owner_agent=owner_agent,
     )
     try:
         with transaction.atomic():
-            result = _write_once(*write)
+            result = write_once()
     except IntegrityError as error:
-        if not _is_unique_key_violation(error):
+        if not is_unique_key_violation(error):
             raise
         with transaction.atomic():
-            result = _write_once(*write)
+            result = write_once()
     if isinstance(result, MemoryProposal):
         raise ReviewRequired(result)
     if isinstance(result, _Merged):
@@ -429,6 +430,7 @@ def _write(
 
 
 def _write_once(
+    *,
     user: AbstractBaseUser,
     key: str,
     fields: dict[str, Any],
@@ -443,10 +445,13 @@ def _write_once(
     near_check: bool,
     owner_agent: Agent | None,
 ) -> MemoryWrite | MemoryProposal | _Merged:
-    # Two statements: the row lock, which also reads the pause and the review rule, and
-    # one that writes the row (INSERT or UPDATE), its history row and its activity event;
-    # for a new entry compared with its kind, the near-duplicate check between them.
+    """One attempt of _write, inside its transaction: lock, decide, write, embed."""
+    # 1. Lock the row (for a new entry compared with its kind, also the kind's new
+    #    entries), reading the pause and the review rule in the same statement.
     memory, review_new = _locked(user, key, actor, new_entry=near_check, owner_agent=owner_agent)
+
+    # 2. Decide what the write becomes: a Conflict, nothing, a merge or a proposal, or a
+    #    write of the row.
     if expected is not UNSET:
         _check_expected(key, memory, expected)
     if only_new and memory is not None:
@@ -459,7 +464,9 @@ def _write_once(
         # no history row, no event, no proposal, and updated_at (which orders the
         # scratchpad) stays as it was.
         return MemoryWrite(memory=memory, created=False, history=None)
-    if near_check and memory is None and create:
+    if memory is None and not create:
+        raise NotFound(f"No memory with key '{key}'.", field="key")
+    if near_check and memory is None:
         near = _near_entry(user, key, fields, actor, reason, review_new)
         if near is not None:
             return near
@@ -467,10 +474,10 @@ def _write_once(
         gated = _review_gate(user, key, fields, actor, memory, review_new, create, reason)
         if gated is not None:
             return gated
+
+    # 3. Write the row (INSERT or UPDATE), its history row and its activity event.
     created = memory is None
-    if memory is None:
-        if not create:
-            raise NotFound(f"No memory with key '{key}'.", field="key")
+    if created:
         memory = Memory(user=user, owner_agent=owner_agent, key=key, **fields)
         before = None
         if action == HistoryAction.UPDATE:
@@ -480,8 +487,7 @@ def _write_once(
         before = memory.snapshot()
         for name, new in fields.items():
             setattr(memory, name, new)
-        memory.updated_at = timezone.now()
-        changed = [*fields, "updated_at"]
+        changed = [*fields, "updated_at"]  # updated_at: auto_now sets it on save
         if memory.value != before["value"]:
             # The old vector no longer describes the value; search/tasks.py makes a new one.
             memory.embedding, memory.embedding_model, memory.embedded_hash = None, "", ""
@@ -489,7 +495,6 @@ def _write_once(
     history = MemoryHistory(
         user=user,
         key=key,
-        memory=None if created else memory,
         owner_agent=owner_agent,
         action=action,
         source=memory.source,
@@ -498,7 +503,7 @@ def _write_once(
         batch=batch,
         **actor.as_fields(),
     )
-    # history_id is filled in by the statement that inserts the history row.
+    # history_id is filled in once the history row is saved (_write_rows).
     event = events.memory_written_event(
         user=user,
         actor=actor,
@@ -510,6 +515,8 @@ def _write_once(
         note_of=_note_of(owner_agent),
     )
     _write_rows(memory, changed, history, event)
+
+    # 4. A new text needs a new vector: the embedding worker is asked after the commit.
     if before is None or before["value"] != memory.value:
         request_embedding()
     return MemoryWrite(memory=memory, created=created, history=history)

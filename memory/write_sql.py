@@ -1,7 +1,7 @@
-"""The write path's SQL statements: the row lock (which also reads the pause and the review
-rule), the one statement that writes a memory with its history row and event, and the
-unique-key test the retry of a racing write relies on. Used by memory/services.py and the
-modules built on it; nothing outside the memory app runs these."""
+"""The write path's statements: the row lock (one SQL statement, which also reads the pause
+and the review rule), the saves of a memory with its history row and event (the ORM's), and
+the unique-key test the retry of a racing write relies on. Used by memory/services.py and
+the modules built on it; nothing outside the memory app runs these."""
 
 from __future__ import annotations
 
@@ -12,23 +12,16 @@ from django.db import IntegrityError, connection
 
 from activity.actors import Actor, ActorKind
 from lib.errors import MemoryPaused
-from memory.models import Memory, MemoryHistory
+from memory.models import UNIQUE_KEY_CONSTRAINT, Memory, MemoryHistory
 from profiles.models import Profile
 from profiles.services import MEMORY_PAUSED_MESSAGE
 from search.fields import SEARCH_COLUMNS
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
-    from django.db.models import Model
 
     from activity.models import ActivityEvent
     from profiles.models import Agent
-
-
-# The write path's statements are SQL put together from the models: building them with
-# the ORM on every write cost more CPU than PostgreSQL spends running them (bench/README.md,
-# issue 12). Values still go through each field's pre_save and get_db_prep_save, as in the
-# ORM's own INSERT and UPDATE.
 
 
 def _quote(name: str) -> str:
@@ -115,67 +108,20 @@ def _locked(
 def _write_rows(
     memory: Memory, changed: list[str], history: MemoryHistory, event: ActivityEvent
 ) -> None:
-    """In one statement: INSERT the memory (no `changed`) or UPDATE its `changed` fields,
-    INSERT its history row, and INSERT the event with the history row's id in its payload."""
+    """Save the memory (INSERT when it has no id, else an UPDATE of its `changed` fields),
+    then its history row naming it, then the event naming that history row; inside the
+    caller's transaction."""
     if memory.pk is None:
-        memory_sql, memory_params = _insert_sql(memory)
-        history_sql, history_params = _insert_sql(
-            history, {"memory_id": "(SELECT id FROM written)"}
-        )
+        memory.save(force_insert=True)
     else:
-        memory_sql, memory_params = _update_sql(memory, changed)
-        history_sql, history_params = _insert_sql(history)
-    event_sql, event_params = _insert_sql(
-        event, {"payload": "jsonb_set(%s, '{history_id}', to_jsonb((SELECT id FROM history)))"}
-    )
-    sql = (
-        f"WITH written AS ({memory_sql} RETURNING id), history AS ({history_sql} RETURNING id) "  # noqa: S608 - statements built above
-        f"{event_sql} RETURNING (SELECT id FROM written), (SELECT id FROM history), id"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*memory_params, *history_params, *event_params])
-        memory.pk, history.pk, event.pk = cursor.fetchone()
-    for instance in (memory, history, event):
-        instance._state.adding = False
-        instance._state.db = connection.alias
+        memory.save(update_fields=changed)
     history.memory = memory
+    history.save(force_insert=True)
     event.payload["history_id"] = history.pk
+    event.save(force_insert=True)
 
 
-def _insert_sql(instance: Model, expressions: dict[str, str] | None = None) -> tuple[str, list]:
-    """The INSERT the ORM would send for `instance`, and its parameters.
-
-    `expressions` puts SQL in place of a column's value; a %s in it stands for the value.
-    """
-    expressions = expressions or {}
-    columns, placeholders, params = [], [], []
-    for field in type(instance)._meta.concrete_fields:
-        if field.primary_key or field.generated:
-            continue
-        value = field.get_db_prep_save(field.pre_save(instance, add=True), connection)
-        placeholder = expressions.get(field.attname, "%s")
-        columns.append(_quote(field.column))
-        placeholders.append(placeholder)
-        if "%s" in placeholder:
-            params.append(value)
-    table = _quote(type(instance)._meta.db_table)
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)})"  # noqa: S608 - names from the models
-    return sql, params
-
-
-def _update_sql(memory: Memory, changed: list[str]) -> tuple[str, list]:
-    """The UPDATE of the `changed` fields of `memory`, and its parameters."""
-    sets, params = [], []
-    for name in changed:
-        field = Memory._meta.get_field(name)
-        sets.append(f"{_quote(field.column)} = %s")
-        params.append(field.get_db_prep_save(getattr(memory, field.attname), connection))
-    table = _quote(Memory._meta.db_table)
-    sql = f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s"  # noqa: S608 - names from the models
-    return sql, [*params, memory.pk]
-
-
-def _is_unique_key_violation(error: IntegrityError) -> bool:
+def is_unique_key_violation(error: IntegrityError) -> bool:
     """Whether the write broke the unique (user, audience, key) of memory/models.py."""
     diag = getattr(error.__cause__, "diag", None)
-    return getattr(diag, "constraint_name", None) == "user_context_unique_key"
+    return getattr(diag, "constraint_name", None) == UNIQUE_KEY_CONSTRAINT

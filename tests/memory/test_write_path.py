@@ -1,11 +1,11 @@
 """The agent write path's budget and guarantees (issue 12, "Faster writes").
 
 A write is the token lookup, the row lock (which reads the pause and the review rule too)
-and one statement writing the row, its history row and its activity event; an agent's new
-entry is looked at by the near-duplicate check between the two (one statement, issue 14; an
-embedding too only when the user has other entries of its kind). These tests fail if a round
-trip comes back, if the pause is read too early, or if the hand-built statements write
-anything other than what the ORM would.
+and the ORM's saves of the row, its history row and its activity event (one statement each
+since issue 29, which traded the one hand-built statement of issue 12 for public Django API);
+an agent's new entry is looked at by the near-duplicate check between the lock and the saves
+(one statement, issue 14; an embedding too only when the user has other entries of its
+kind). These tests fail if a round trip comes back, or if the pause is read too early.
 """
 
 import pytest
@@ -39,7 +39,7 @@ def _warm(call_tool, token):
     call_tool(token, "get_memory", {"key": "name"})
 
 
-def test_an_agent_write_of_a_new_entry_is_four_statements(call_tool, alice, alice_token):
+def test_an_agent_write_of_a_new_entry_is_six_statements(call_tool, alice, alice_token):
     _warm(call_tool, alice_token)
 
     with CaptureQueriesContext(connection) as queries:
@@ -47,8 +47,8 @@ def test_an_agent_write_of_a_new_entry_is_four_statements(call_tool, alice, alic
 
     assert response.status_code == 201
     statements = _statements(queries.captured_queries)
-    assert len(statements) == 4, statements
-    token_lookup, lock, duplicate_check, write = statements
+    assert len(statements) == 6, statements
+    token_lookup, lock, duplicate_check, *write = statements
     assert "profiles_agenttoken" in token_lookup
     assert "profiles_profile" in token_lookup
     _assert_row_lock(lock)
@@ -56,12 +56,12 @@ def test_an_agent_write_of_a_new_entry_is_four_statements(call_tool, alice, alic
     # the check: two agents adding the same note cannot both find nothing near (issue 26).
     assert "pg_advisory_xact_lock" in lock
     assert "has_key" in duplicate_check
-    _assert_write(write)
+    _assert_write(write, new=True)
     # One transaction: one savepoint pair around the lock, the check and the write.
-    assert len(queries.captured_queries) == 6
+    assert len(queries.captured_queries) == 8
 
 
-def test_an_agent_write_of_an_existing_key_is_three_statements(call_tool, alice, alice_token):
+def test_an_agent_write_of_an_existing_key_is_five_statements(call_tool, alice, alice_token):
     MemoryFactory(
         user=alice, key="fact:tea", value="black tea", source="tp_extracted", confidence=0.8
     )
@@ -72,12 +72,12 @@ def test_an_agent_write_of_an_existing_key_is_three_statements(call_tool, alice,
 
     assert response.status_code == 200
     statements = _statements(queries.captured_queries)
-    assert len(statements) == 3, statements
-    token_lookup, lock, write = statements  # a write to the key: nothing to compare it with
+    assert len(statements) == 5, statements
+    token_lookup, lock, *write = statements  # a write to the key: nothing to compare it with
     assert "profiles_agenttoken" in token_lookup
     _assert_row_lock(lock)
-    _assert_write(write)
-    assert len(queries.captured_queries) == 5
+    _assert_write(write, new=False)
+    assert len(queries.captured_queries) == 7
 
 
 def _assert_row_lock(lock):
@@ -86,10 +86,11 @@ def _assert_row_lock(lock):
     assert "review_agent_memories" in lock
 
 
-def _assert_write(write):
-    assert write.startswith("WITH written AS (")
-    assert "user_context_history" in write
-    assert "activity_log" in write
+def _assert_write(write, *, new):
+    row, history, event = write
+    assert row.startswith('INSERT INTO "user_context"' if new else 'UPDATE "user_context"')
+    assert history.startswith('INSERT INTO "user_context_history"')
+    assert event.startswith('INSERT INTO "activity_log"')
 
 
 def test_the_working_memory_render_is_two_statements(client, alice, alice_token):
@@ -240,9 +241,9 @@ def test_only_a_race_for_the_same_new_key_is_retried(alice, monkeypatch):
     calls = []
     write_once = services._write_once
 
-    def counted(*args):
-        calls.append(args[1])
-        return write_once(*args)
+    def counted(**write):
+        calls.append(write["key"])
+        return write_once(**write)
 
     monkeypatch.setattr(services, "_write_once", counted)
     with pytest.raises(IntegrityError, match="user_context_confidence_for_source"):
