@@ -4,6 +4,7 @@ import datetime
 import math
 import threading
 import time
+from array import array
 
 import pytest
 from django.db import connection, transaction
@@ -18,7 +19,7 @@ from memory import search as memory_search
 from memory.models import Memory
 from memory.search import search_memory
 from memory.services import memory_delete, memory_upsert
-from search.embeddings import get_embedder, get_query_embedder
+from search.embeddings import RecentQueryVectors, get_embedder, get_query_embedder
 from search.indexing import embed_rows, rows_needing_vectors
 from search.models import SearchLog
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, QueryVector, reset_query_cooldown
@@ -350,6 +351,33 @@ def test_the_search_box_embeds_the_query_once_when_both_layers_share_a_model(
 
     assert [request.json["input"] for request in openai_server.requests] == [["the weekly report"]]
     assert keys(results.memories) == ["instruction:reports"]
+
+
+def test_a_repeated_query_is_not_embedded_again(alice, openai_server, settings):
+    use_openai(settings, openai_server)
+    remember(alice)
+
+    first = search_memory(user=alice, query="the weekly report")
+    again = search_memory(user=alice, query="the weekly report")
+    other = search_memory(user=alice, query="the weekly report ")  # stripped: the same query
+    search_memory(user=alice, query="the Weekly report")  # another text: embedded
+
+    inputs = [request.json["input"] for request in openai_server.requests]
+    assert inputs == [["the weekly report"], ["the Weekly report"]]
+    assert keys(first) == keys(again) == keys(other) == ["instruction:reports"]
+
+
+def test_recent_query_vectors_keep_the_latest_and_the_float32_values():
+    recent = RecentQueryVectors(2)
+    recent.put("m", "one", [0.1, 0.2])
+    recent.put("m", "two", [0.3, 0.4])
+    assert recent.get("m", "one") == [pytest.approx(0.1), pytest.approx(0.2)]  # now the latest
+    recent.put("m", "three", [0.5, 0.6])  # drops "two", the least recently used
+
+    assert recent.get("m", "two") is None
+    assert recent.get("other model", "one") is None
+    assert recent.get("m", "one") == list(array("f", [0.1, 0.2]))  # what pgvector stores
+    assert len(recent) == 2
 
 
 def test_a_memory_deleted_while_searching_is_left_out(corpus, monkeypatch):
