@@ -56,7 +56,7 @@ from search.embeddings import get_query_embedder, query_thread, recent_query_vec
 from search.fields import vector_literal
 from search.fusion import Floor, KeywordRow, Ranks, VectorRow
 from search.keyword import SIDE as KEYWORD
-from search.keyword import AnyWordQuery, keyword_side_sql
+from search.keyword import AnyWordQuery, keyword_side
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -170,7 +170,7 @@ def fuse(
     candidates = settings.MNEMO_SEARCH_CANDIDATES
     words = query if keyword_query is None else keyword_query
     read = (*columns, "embedding_model")  # which keyword rows still wait for a vector
-    found = _fetch(*keyword_side_sql(rows, words, candidates, read))
+    found = keyword_side(rows, words, candidates, read)
     vector = resolved(vector)
     if vector is not None:
         found += _fetch(*vector_side(rows, vector, candidates, read).query.sql_with_params())
