@@ -349,7 +349,9 @@ def query_vector_soon(query: str, role: str) -> PendingVector:
 def query_vectors_soon(query: str, roles: Iterable[str]) -> dict[str, PendingVector]:
     """query_vector_soon() for each role, once per distinct model. The embedders are
     fetched (built, the first time) here, on the caller's thread: building a local model
-    runs on the model's thread, which must not be waiting for the lock the builder holds."""
+    runs on the model's thread, which must not be waiting for the lock the builder holds.
+    A query this process embedded lately takes its vector from recent_query_vectors
+    (search/embeddings.py), with no embedding and no other thread."""
     roles = list(dict.fromkeys(roles))
     if time.monotonic() < _Cooldown.until:
         return {role: PendingVector() for role in roles}
