@@ -382,15 +382,10 @@ def test_recent_query_vectors_keep_the_latest_and_the_float32_values():
 
 
 def test_a_large_scope_is_counted_once_a_minute_and_ranks_the_same(alice):
+    stated = {"user": alice, "source": Source.USER_STATED, "confidence": 1.0}
+    filler = "Filler note {} about the garden, the weather and the weekend"
     Memory.objects.bulk_create(
-        Memory(
-            user=alice,
-            key=f"fact:filler-{n}",
-            value=f"Filler note {n} about the garden, the weather and the weekend",
-            source=Source.USER_STATED,
-            confidence=1.0,
-        )
-        for n in range(LARGE_SCOPE)
+        Memory(key=f"fact:filler-{n}", value=filler.format(n), **stated) for n in range(LARGE_SCOPE)
     )
     remember(alice)
 
