@@ -60,10 +60,15 @@ def _fresh_cache():
 @pytest.fixture(autouse=True)
 def _vector_search_on():
     """A test whose embedding provider failed pauses the vector side of search in this
-    process (search.ranking.query_vectors_soon); the next test starts with it on."""
+    process (search.ranking.query_vectors_soon); the next test starts with it on, and
+    with no query vector or scope size (search/keyword.py) remembered from another test."""
+    from search.embeddings import recent_query_vectors
+    from search.keyword import scope_sizes
     from search.ranking import reset_query_cooldown
 
     reset_query_cooldown()
+    recent_query_vectors.clear()
+    scope_sizes.clear()
 
 
 @pytest.fixture

@@ -869,6 +869,17 @@ def bench_search(corpus: Corpus, args: argparse.Namespace, postmaster_pid: int) 
         f"{run.found_by['vector'] / total_hits:.0%}"
     )
     print(f"  {meter.line}")
+    print(
+        f"  distinct   {len({query for _, query in queries})} of {len(queries)} queries "
+        "(a query asked again takes its vector from search/embeddings.py RecentQueryVectors)"
+    )
+    again = run_searches(corpus, queries[:200], sql)
+    print(
+        f"  again      the first {len(again.total_ms)} queries asked again, their vectors "
+        f"remembered: p50 {percentile(again.total_ms, 50):6.2f} ms  p95 "
+        f"{percentile(again.total_ms, 95):6.2f} ms  mean {mean(again.total_ms):6.2f} ms "
+        f"(embedding mean {mean(again.parts['embedding']):.2f} ms)"
+    )
     for category in ("keyword side", "vector side"):
         statement, params = sql.sample[category]
         shown = [p if len(repr(p)) < 100 else "<the query's vector>" for p in params]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import threading
+from array import array
+from collections import OrderedDict
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -174,11 +176,58 @@ def get_query_embedder(role: str = "memories") -> Embedder:
         return _cached_query_embedder(provider)
 
 
+class RecentQueryVectors:
+    """The vectors of the last `size` queries this process embedded, by model id and exact
+    query text: an agent asking the same thing again (a retry, another agent of the same
+    user, the page after the API) gets its vector without embedding it again (e5 takes
+    ~13 ms of a quiet machine's CPU for one, bench/README.md). The model id names the
+    vector fully, so memories and documents embedded by the same model share an entry.
+
+    Vectors are kept as float32, what pgvector stores and compares (so a remembered
+    vector ranks exactly as a fresh one): 1,024 of e5's 384 dimensions take 1.5 MiB.
+    Thread-safe: a web process searches on several threads."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._vectors: OrderedDict[tuple[str, str], array[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, model: str, query: str) -> list[float] | None:
+        with self._lock:
+            vector = self._vectors.get((model, query))
+            if vector is None:
+                return None
+            self._vectors.move_to_end((model, query))
+        return vector.tolist()
+
+    def put(self, model: str, query: str, vector: list[float]) -> None:
+        kept = array("f", vector)
+        with self._lock:
+            self._vectors[(model, query)] = kept
+            self._vectors.move_to_end((model, query))
+            while len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+
+# How many recent queries' vectors a process keeps (RecentQueryVectors).
+QUERY_VECTORS_KEPT = 1024
+recent_query_vectors = RecentQueryVectors(QUERY_VECTORS_KEPT)
+
+
 def reset_embedder() -> None:
-    """Forget the process's embedders; the next calls build them from the settings."""
+    """Forget the process's embedders and the vectors they made of recent queries; the
+    next calls build them from the settings."""
     with _lock:
         _cached_embedder.cache_clear()
         _cached_query_embedder.cache_clear()
+        recent_query_vectors.clear()
 
 
 @receiver(setting_changed)

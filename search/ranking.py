@@ -52,11 +52,11 @@ from pgvector.django import CosineDistance, HalfVectorField
 from lib.errors import InvalidInput
 from search import fusion
 from search.embedder_base import EmbeddingError
-from search.embeddings import get_query_embedder, query_thread
+from search.embeddings import get_query_embedder, query_thread, recent_query_vectors
 from search.fields import vector_literal
 from search.fusion import Floor, KeywordRow, Ranks, VectorRow
 from search.keyword import SIDE as KEYWORD
-from search.keyword import AnyWordQuery, keyword_side_sql
+from search.keyword import AnyWordQuery, keyword_side
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -170,7 +170,7 @@ def fuse(
     candidates = settings.MNEMO_SEARCH_CANDIDATES
     words = query if keyword_query is None else keyword_query
     read = (*columns, "embedding_model")  # which keyword rows still wait for a vector
-    found = _fetch(*keyword_side_sql(rows, words, candidates, read))
+    found = keyword_side(rows, words, candidates, read)
     vector = resolved(vector)
     if vector is not None:
         found += _fetch(*vector_side(rows, vector, candidates, read).query.sql_with_params())
@@ -318,14 +318,18 @@ def reset_query_cooldown() -> None:
 
 
 class PendingVector:
-    """A query's embedding under way on another thread (query_vector_soon); without a
-    future, none is coming (the provider is failing)."""
+    """A query's embedding under way on another thread (query_vector_soon), or already
+    known (`value`, a query asked recently); with neither, none is coming (the provider is
+    failing)."""
 
-    def __init__(self, future: Future[QueryVector | None] | None = None) -> None:
+    def __init__(
+        self, future: Future[QueryVector | None] | None = None, *, value: QueryVector | None = None
+    ) -> None:
         self._future = future
+        self._value = value
 
     def result(self) -> QueryVector | None:
-        return self._future.result() if self._future is not None else None
+        return self._future.result() if self._future is not None else self._value
 
 
 def resolved(vector: QueryVector | PendingVector | None) -> QueryVector | None:
@@ -345,7 +349,9 @@ def query_vector_soon(query: str, role: str) -> PendingVector:
 def query_vectors_soon(query: str, roles: Iterable[str]) -> dict[str, PendingVector]:
     """query_vector_soon() for each role, once per distinct model. The embedders are
     fetched (built, the first time) here, on the caller's thread: building a local model
-    runs on the model's thread, which must not be waiting for the lock the builder holds."""
+    runs on the model's thread, which must not be waiting for the lock the builder holds.
+    A query this process embedded lately takes its vector from recent_query_vectors
+    (search/embeddings.py), with no embedding and no other thread."""
     roles = list(dict.fromkeys(roles))
     if time.monotonic() < _Cooldown.until:
         return {role: PendingVector() for role in roles}
@@ -356,7 +362,13 @@ def query_vectors_soon(query: str, roles: Iterable[str]) -> dict[str, PendingVec
         return {role: PendingVector() for role in roles}
     by_model: dict[str, PendingVector] = {}
     for embedder in embedders.values():
-        if embedder.model not in by_model:
+        if embedder.model in by_model:
+            continue
+        remembered = recent_query_vectors.get(embedder.model, query)
+        if remembered is not None:  # asked again: no embedding, no hop to another thread
+            known = QueryVector(model=embedder.model, vector=remembered)
+            by_model[embedder.model] = PendingVector(value=known)
+        else:
             future = query_thread(embedder).submit(_embed_or_cool_down, embedder, query)
             by_model[embedder.model] = PendingVector(future)
     return {role: by_model[embedder.model] for role, embedder in embedders.items()}
@@ -364,10 +376,12 @@ def query_vectors_soon(query: str, roles: Iterable[str]) -> dict[str, PendingVec
 
 def _embed_or_cool_down(embedder: Embedder, query: str) -> QueryVector | None:
     try:
-        return _embed_query(embedder, query)
+        vector = _embed_query(embedder, query)
     except EmbeddingError as error:
         _cool_down(error)
         return None
+    recent_query_vectors.put(vector.model, query, vector.vector)
+    return vector
 
 
 def _cool_down(error: EmbeddingError) -> None:

@@ -4,6 +4,7 @@ import datetime
 import math
 import threading
 import time
+from array import array
 
 import pytest
 from django.db import connection, transaction
@@ -15,11 +16,12 @@ from context.models import DocumentChunk
 from context.search import search_documents, search_everything
 from context.services import document_write
 from memory import search as memory_search
-from memory.models import Memory
+from memory.models import Memory, Source
 from memory.search import search_memory
 from memory.services import memory_delete, memory_upsert
-from search.embeddings import get_embedder, get_query_embedder
+from search.embeddings import RecentQueryVectors, get_embedder, get_query_embedder
 from search.indexing import embed_rows, rows_needing_vectors
+from search.keyword import LARGE_SCOPE, ScopeSizes
 from search.models import SearchLog
 from search.ranking import HIGHLIGHT_END, HIGHLIGHT_START, QueryVector, reset_query_cooldown
 from search.registry import sources
@@ -350,6 +352,73 @@ def test_the_search_box_embeds_the_query_once_when_both_layers_share_a_model(
 
     assert [request.json["input"] for request in openai_server.requests] == [["the weekly report"]]
     assert keys(results.memories) == ["instruction:reports"]
+
+
+def test_a_repeated_query_is_not_embedded_again(alice, openai_server, settings):
+    use_openai(settings, openai_server)
+    remember(alice)
+
+    first = search_memory(user=alice, query="the weekly report")
+    again = search_memory(user=alice, query="the weekly report")
+    other = search_memory(user=alice, query="the weekly report ")  # stripped: the same query
+    search_memory(user=alice, query="the Weekly report")  # another text: embedded
+
+    inputs = [request.json["input"] for request in openai_server.requests]
+    assert inputs == [["the weekly report"], ["the Weekly report"]]
+    assert keys(first) == keys(again) == keys(other) == ["instruction:reports"]
+
+
+def test_recent_query_vectors_keep_the_latest_and_the_float32_values():
+    recent = RecentQueryVectors(2)
+    recent.put("m", "one", [0.1, 0.2])
+    recent.put("m", "two", [0.3, 0.4])
+    assert recent.get("m", "one") == [pytest.approx(0.1), pytest.approx(0.2)]  # now the latest
+    recent.put("m", "three", [0.5, 0.6])  # drops "two", the least recently used
+
+    assert recent.get("m", "two") is None
+    assert recent.get("other model", "one") is None
+    assert recent.get("m", "one") == list(array("f", [0.1, 0.2]))  # what pgvector stores
+    assert len(recent) == 2
+
+
+def test_a_large_scope_is_counted_once_a_minute_and_ranks_the_same(alice):
+    stated = {"user": alice, "source": Source.USER_STATED, "confidence": 1.0}
+    filler = "Filler note {} about the garden, the weather and the weekend"
+    Memory.objects.bulk_create(
+        Memory(key=f"fact:filler-{n}", value=filler.format(n), **stated) for n in range(LARGE_SCOPE)
+    )
+    remember(alice)
+
+    with CaptureQueriesContext(connection) as first_queries:
+        first = search_memory(user=alice, query="the weekly report on the weekend")
+    with CaptureQueriesContext(connection) as again_queries:
+        again = search_memory(user=alice, query="the weekly report on the weekend")
+
+    def keyword_statement(queries):
+        return next(q["sql"] for q in queries if "keyword_side" in q["sql"])
+
+    assert "AS scope" in keyword_statement(first_queries)
+    assert "AS scope" not in keyword_statement(again_queries)  # N remembered
+    assert keys(first)[0] == "instruction:reports"
+    assert [(hit.memory.key, hit.ranks.keyword) for hit in again] == [
+        (hit.memory.key, hit.ranks.keyword) for hit in first
+    ]
+
+
+def test_scope_sizes_keep_only_large_scopes_and_only_for_a_while(monkeypatch):
+    sizes = ScopeSizes(large=100, seconds=60, kept=2)
+    now = [1000.0]
+    monkeypatch.setattr("search.keyword.time.monotonic", lambda: now[0])
+    sizes.put(("small", "[]"), 99)
+    sizes.put(("large", "[]"), 100)
+    assert sizes.get(("small", "[]")) is None  # counted in the statement every time
+    assert sizes.get(("large", "[]")) == 100
+    now[0] += 60
+    assert sizes.get(("large", "[]")) is None  # counted again
+    sizes.put(("other", "[]"), 500)
+    sizes.put(("third", "[]"), 700)  # full: the expired count goes
+    assert sizes.get(("third", "[]")) == 700
+    assert sizes.get(("other", "[]")) == 500
 
 
 def test_a_memory_deleted_while_searching_is_left_out(corpus, monkeypatch):
