@@ -113,31 +113,25 @@ def rows_now(
     with connection.cursor() as cursor:
         cursor.execute(_rows_sql(readable), [str(Source.USER_STATED), user.pk, *params])
         found = cursor.fetchall()
-    kept = _kept.get
-    rows, missing = [], set()
-    for key, pinned, confidence, used_at, row_id, user_stated, updated_at in found:
-        row = kept((counter, limit, row_id, updated_at))
+    made: dict[int, _Kept] = {}
+    missing = []
+    for key, _pinned, _confidence, _used_at, row_id, _user_stated, updated_at in found:
+        row = _kept.get((counter, limit, row_id, updated_at))
         if row is None or row.key != key:  # the same stamp and another key: not ours
-            missing.add(row_id)
-            continue
-        rows.append(
-            BlockRow(key, row.value, pinned, confidence, used_at, row_id, user_stated, *row[2:])
-        )
-    if not missing:
-        return rows
-    # Read in a second statement, a row may have changed or gone since the first: it is
-    # shown (and kept) as this one finds it, as two statements apart would show it anyway.
-    # It must still be readable: a write that hides a row from the agent also changes it.
-    values = _read_values(user, list(missing), (readable, params), counter, count, limit)
-    for _key, pinned, confidence, used_at, row_id, user_stated, _ in found:
-        if row_id in missing and row_id in values:
-            row = values[row_id]
-            rows.append(
-                BlockRow(
-                    row.key, row.value, pinned, confidence, used_at, row_id, user_stated, *row[2:]
-                )
-            )
-    return rows
+            missing.append(row_id)
+        else:
+            made[row_id] = row
+    if missing:
+        # Read in a second statement, a row may have changed or gone since the first: it is
+        # shown (and kept) as this one finds it, as two statements apart would show it
+        # anyway. It must still be readable: a write that hides a row from the agent also
+        # changes it.
+        made.update(_read_values(user, missing, (readable, params), counter, count, limit))
+    return [
+        BlockRow(row.key, row.value, pinned, confidence, used_at, row_id, user_stated, *row[2:])
+        for _key, pinned, confidence, used_at, row_id, user_stated, _ in found
+        if (row := made.get(row_id)) is not None
+    ]
 
 
 def _read_values(
@@ -161,9 +155,7 @@ def _read_values(
         made[row_id] = _Kept(key, value, line, 0 if line is None else count(line))
         stamps[row_id] = updated_at
     with _kept_lock:
-        if len(_kept) + len(made) > KEPT_ROWS:
-            for oldest in list(itertools.islice(_kept, len(_kept) // 2 + len(made))):
-                del _kept[oldest]
+        _make_room(_kept, len(made), KEPT_ROWS)
         for row_id, row in made.items():
             _kept[counter, limit, row_id, stamps[row_id]] = row
     return made
@@ -176,10 +168,16 @@ def kept_block(made_as: Hashable) -> Any:
 
 def keep_block(made_as: Hashable, block: object) -> None:
     with _kept_lock:
-        if len(_kept_blocks) >= KEPT_BLOCKS:
-            for oldest in list(itertools.islice(_kept_blocks, len(_kept_blocks) // 2 + 1)):
-                del _kept_blocks[oldest]
+        _make_room(_kept_blocks, 1, KEPT_BLOCKS)
         _kept_blocks[made_as] = block
+
+
+def _make_room(kept: dict, coming: int, most: int) -> None:
+    """Before `coming` more go into `kept` (held under _kept_lock): if they would make it
+    more than `most`, drop the oldest half of it and as many more as are coming."""
+    if len(kept) + coming > most:
+        for oldest in list(itertools.islice(kept, len(kept) // 2 + coming)):
+            del kept[oldest]
 
 
 def forget_kept_rows() -> None:

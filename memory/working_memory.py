@@ -136,7 +136,7 @@ def build_working_memory(
     if as_of is not None:
         rows, damaged = _rows_as_of(user, check_as_of(as_of), agent)
         return _block(rows, damaged, budget, limit, counter, as_of)
-    rows = _rows(user, agent)
+    rows = rows_now(user, agent, counter.name, _memoized_counts(counter).line, limit)
     # The block is a function of its rows (values, lines and their tokens included), the
     # budget, the line length and the counter: the same ones make the block already made,
     # kept by memory/block_rows.py. Its lists are copies, so a caller cannot change it.
@@ -222,18 +222,6 @@ def _check_budget(budget: object) -> int:
             field="budget",
         )
     return budget
-
-
-def _rows(user: AbstractBaseUser, agent: Agent | None) -> list[BlockRow]:
-    """The user's rows `agent` may read here, values as data, entries' lines counted."""
-    counter = get_token_counter()
-    return rows_now(
-        user,
-        agent,
-        counter.name,
-        _memoized_counts(counter).line,
-        settings.MNEMO_WORKING_MEMORY_LINE_CHARS,
-    )
 
 
 def _rows_as_of(

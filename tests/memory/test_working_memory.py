@@ -438,9 +438,10 @@ def test_same_rows_give_the_same_bytes(alice, bob, monkeypatch):
     assert build_working_memory(user=alice, budget=1500) == first
     assert build_working_memory(user=bob, budget=1500) == first
     # Whatever order the database returns the rows in.
-    read_rows = working_memory._rows
-    shuffled = rng.sample(read_rows(alice, None), k=len(values))
-    monkeypatch.setattr(working_memory, "_rows", lambda user, agent: shuffled)
+    read_rows = working_memory.rows_now
+    monkeypatch.setattr(
+        working_memory, "rows_now", lambda *args: rng.sample(read_rows(*args), k=len(values))
+    )
     assert build_working_memory(user=alice, budget=1500) == first
     assert len(first.included) < len(values)
 
