@@ -53,27 +53,23 @@ def tool_manifest() -> list[dict[str, Any]]:
     components = schema.get("components", {}).get("schemas", {})
     groups = {tag["name"]: tag.get("description", "") for tag in schema.get("tags", [])}
     order = list(groups)
-    tools = []
+    ranked = []
     for path, item in schema["paths"].items():
         if not path.startswith(TOOLS_PATH) or "post" not in item:
             continue
         operation = item["post"]
         tag = (operation.get("tags") or [""])[0]
+        rank = order.index(tag) if tag in order else len(order)
         body = operation["requestBody"]["content"]["application/json"]["schema"]
         description = operation.get("description") or operation.get("summary", "")
-        tools.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": operation["operationId"],
-                    "description": _in_group(groups.get(tag, ""), description),
-                    "parameters": to_json_schema(body, components),
-                },
-                "_group": order.index(tag) if tag in order else len(order),
-            }
-        )
-    tools.sort(key=lambda tool: tool.pop("_group"))  # stable: path order within a group
-    return tools
+        function = {
+            "name": operation["operationId"],
+            "description": _in_group(groups.get(tag, ""), description),
+            "parameters": to_json_schema(body, components),
+        }
+        ranked.append((rank, {"type": "function", "function": function}))
+    ranked.sort(key=lambda pair: pair[0])  # stable: path order within a group
+    return [tool for _, tool in ranked]
 
 
 def group_label(tag_description: str) -> str:
