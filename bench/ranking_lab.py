@@ -89,7 +89,7 @@ def run() -> None:
 
     def vector_of(query: str, role: str) -> Any:
         if query not in vectors:
-            vectors[query] = ranking.resolved(ranking.query_vector_soon(query, role))
+            vectors[query] = ranking.resolved(ranking.query_vector_soon(query, role, user_id=0))
         return vectors[query]
 
     captured: dict[tuple, tuple] = {}

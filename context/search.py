@@ -84,7 +84,8 @@ def search_documents(
     readable &= ~Q(
         document__user__isnull=False, document__agent__isnull=True, document__path=PROFILE_PATH
     )
-    vector = query_vector_soon(query, DOCUMENT_ROLE)
+    # A system token's search (no user) reads the global scope only: its own vectors, 0.
+    vector = query_vector_soon(query, DOCUMENT_ROLE, user_id=0 if user is None else user.pk)
     hits = _document_hits(readable, query, vector, limit)
     search_log(user=user, tool=SearchTool.MEMORY_SEARCH, started=started, results=len(hits))
     return hits
@@ -136,7 +137,7 @@ def search_everything(
     started = time.perf_counter()
     query, limit = check_query(query, limit)
     query, document_limit = check_query(query, document_limit)
-    vectors = query_vectors_soon(query, [MEMORY_ROLE, DOCUMENT_ROLE])
+    vectors = query_vectors_soon(query, [MEMORY_ROLE, DOCUMENT_ROLE], user_id=user.pk)
     ranked = rank_memories(
         user=user, query=query, vector=vectors[MEMORY_ROLE], limit=limit, closest=closest
     )

@@ -102,7 +102,7 @@ def search_memory(
     ranked = rank_memories(
         user=user,
         query=query,
-        vector=query_vector_soon(query, MEMORY_ROLE),
+        vector=query_vector_soon(query, MEMORY_ROLE, user_id=user.pk),
         limit=limit,
         kind=kind,
         tags=tags,

@@ -7,7 +7,11 @@ each window is a counter the cache increments atomically (Valkey/Redis INCR, a l
 the local-memory cache): every web process and thread counts into the same number.
 
 The window starts at a token's first request and lasts the rate's period; Retry-After
-is the time left in it.
+is the time left in it. On Valkey/Redis a request is counted in one round trip through the
+process's kept client (lib/kept_redis.py): SET the window's counter if it is missing, with
+the period as its expiry, INCR it, and read its time to live, in one MULTI/EXEC, so the
+counter never outlives its window. Any other cache (the local-memory one of a single
+process) counts with add and incr, the window's start kept beside the counter.
 
 While the cache cannot be reached (Valkey restarting, Redis down) nothing can be counted.
 MNEMO_API_RATE_FAIL_OPEN says which requests then pass uncounted: `reads` (the default:
@@ -28,6 +32,7 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.throttling import BaseThrottle
 
 from lib.http_errors import CACHE_DOWN_MESSAGE, CACHE_RETRY_AFTER_SECONDS, cache_unavailable
+from lib.kept_redis import shared_redis
 from profiles.models import AgentToken, SystemToken
 
 if TYPE_CHECKING:
@@ -73,18 +78,34 @@ class AgentTokenThrottle(BaseThrottle):
             return True
         allowed, period = parse_rate(settings.MNEMO_API_RATE)
         key = f"mnemo:throttle:{ident}"
-        now = time.time()
         try:
-            count = self._count(key, now, period)
-            if count <= allowed:
-                return True
-            started = cache.get(f"{key}:start") or now
+            count, left = self._count_and_wait(key, period, allowed)
         except Exception as error:
             if not cache_unavailable(error):
                 raise
             return self._uncounted(request, error)
-        self._wait = max(1.0, started + period - now)
+        if count <= allowed:
+            return True
+        self._wait = max(1.0, left)
         return False
+
+    def _count_and_wait(self, key: str, period: int, allowed: int) -> tuple[int, float]:
+        """This request's number in its window, and the seconds left in the window (read
+        from the local cache only when the request is over the rate)."""
+        client = shared_redis()
+        if client is None:
+            now = time.time()
+            count = self._count(key, now, period)
+            if count <= allowed:
+                return count, 0.0
+            return count, (cache.get(f"{key}:start") or now) + period - now
+        counter = cache.make_key(f"{key}:count")
+        with client.pipeline(transaction=True) as pipe:
+            pipe.set(counter, 0, ex=period, nx=True)
+            pipe.incr(counter)
+            pipe.pttl(counter)
+            _, count, left_ms = pipe.execute()
+        return count, left_ms / 1000
 
     @staticmethod
     def _uncounted(request: Request, error: Exception) -> bool:

@@ -177,11 +177,13 @@ def get_query_embedder(role: str = "memories") -> Embedder:
 
 
 class RecentQueryVectors:
-    """The vectors of the last `size` queries this process embedded, by model id and exact
-    query text: an agent asking the same thing again (a retry, another agent of the same
-    user, the page after the API) gets its vector without embedding it again (e5 takes
+    """The vectors of the last `size` queries this process embedded, by user, model id and
+    exact query text: an agent asking the same thing again (a retry, another agent of the
+    same user, the page after the API) gets its vector without embedding it again (e5 takes
     ~13 ms of a quiet machine's CPU for one, bench/README.md). The model id names the
     vector fully, so memories and documents embedded by the same model share an entry.
+    The user is part of the key because a remembered vector answers faster: shared across
+    users, that speed would tell one user what another asked lately.
 
     Vectors are kept as float32, what pgvector stores and compares (so a remembered
     vector ranks exactly as a fresh one): 1,024 of e5's 384 dimensions take 1.5 MiB.
@@ -189,22 +191,23 @@ class RecentQueryVectors:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._vectors: OrderedDict[tuple[str, str], array[float]] = OrderedDict()
+        self._vectors: OrderedDict[tuple[int, str, str], array[float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, model: str, query: str) -> list[float] | None:
+    def get(self, user_id: int, model: str, query: str) -> list[float] | None:
+        key = (user_id, model, query)
         with self._lock:
-            vector = self._vectors.get((model, query))
+            vector = self._vectors.get(key)
             if vector is None:
                 return None
-            self._vectors.move_to_end((model, query))
+            self._vectors.move_to_end(key)
         return vector.tolist()
 
-    def put(self, model: str, query: str, vector: list[float]) -> None:
-        kept = array("f", vector)
+    def put(self, user_id: int, model: str, query: str, vector: list[float]) -> None:
+        kept, key = array("f", vector), (user_id, model, query)
         with self._lock:
-            self._vectors[(model, query)] = kept
-            self._vectors.move_to_end((model, query))
+            self._vectors[key] = kept
+            self._vectors.move_to_end(key)
             while len(self._vectors) > self._size:
                 self._vectors.popitem(last=False)
 

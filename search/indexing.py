@@ -31,13 +31,15 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Model, Q, QuerySet
 
+from lib.kept_redis import shared_redis
 from search.embedder_base import EmbeddingError, EmbeddingUnavailable
 from search.embeddings import get_embedder
 from search.fields import vector_literal
 from search.registry import SearchSource, source_for, sources
 
 if TYPE_CHECKING:
-    from search.embedder_base import Embedder
+    from lib.kept_redis import shared_redis
+from search.embedder_base import Embedder
 
 EMBED_BATCH = 64
 logger = logging.getLogger(__name__)
@@ -68,7 +70,7 @@ def _send_embedding_task() -> None:
     # The write has committed; a broker or cache that is down must not turn it into an
     # error. The row is found by keywords meanwhile, and the periodic run embeds it.
     try:
-        if not cache.add(PENDING_KEY, 1, PENDING_SECONDS):
+        if not _raise_pending_flag():
             return  # a task is already on its way; it looks for rows when it starts
     except Exception as error:
         logger.warning("Could not reach the cache to request embeddings: %r", error)
@@ -80,6 +82,16 @@ def _send_embedding_task() -> None:
         # So the next write tries again; if the cache has gone too, the flag expires.
         with contextlib.suppress(Exception):
             cache.delete(PENDING_KEY)
+
+
+def _raise_pending_flag() -> bool:
+    """Set the pending flag unless it is set; whether this call set it. Through the kept
+    client on Valkey/Redis (lib/kept_redis.py: no client built per write); the value 1 is
+    stored as the cache's serializer stores an int, so cache.get reads it as 1."""
+    client = shared_redis()
+    if client is None:
+        return cache.add(PENDING_KEY, 1, PENDING_SECONDS)
+    return bool(client.set(cache.make_key(PENDING_KEY), 1, ex=PENDING_SECONDS, nx=True))
 
 
 def embed_pending(embedder: Embedder | None = None) -> int:

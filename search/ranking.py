@@ -337,21 +337,24 @@ def resolved(vector: QueryVector | PendingVector | None) -> QueryVector | None:
     return vector.result() if isinstance(vector, PendingVector) else vector
 
 
-def query_vector_soon(query: str, role: str) -> PendingVector:
+def query_vector_soon(query: str, role: str, *, user_id: int) -> PendingVector:
     """The query's embedding by the embedder of `role` (a source's embedder_role), made on
     another thread: the caller runs the keyword side meanwhile, and fuse() waits for the
     vector only when the vector side needs it (bench/README.md, "Embedding while the
     keyword side runs"). Its result is None while the provider is failing: the keyword
     side still answers, and no search waits on a provider that just failed."""
-    return query_vectors_soon(query, [role])[role]
+    return query_vectors_soon(query, [role], user_id=user_id)[role]
 
 
-def query_vectors_soon(query: str, roles: Iterable[str]) -> dict[str, PendingVector]:
+def query_vectors_soon(
+    query: str, roles: Iterable[str], *, user_id: int
+) -> dict[str, PendingVector]:
     """query_vector_soon() for each role, once per distinct model. The embedders are
     fetched (built, the first time) here, on the caller's thread: building a local model
     runs on the model's thread, which must not be waiting for the lock the builder holds.
-    A query this process embedded lately takes its vector from recent_query_vectors
-    (search/embeddings.py), with no embedding and no other thread."""
+    A query this process embedded lately for the same user (`user_id`) takes its vector
+    from recent_query_vectors (search/embeddings.py), with no embedding and no other
+    thread."""
     roles = list(dict.fromkeys(roles))
     if time.monotonic() < _Cooldown.until:
         return {role: PendingVector() for role in roles}
@@ -364,23 +367,23 @@ def query_vectors_soon(query: str, roles: Iterable[str]) -> dict[str, PendingVec
     for embedder in embedders.values():
         if embedder.model in by_model:
             continue
-        remembered = recent_query_vectors.get(embedder.model, query)
+        remembered = recent_query_vectors.get(user_id, embedder.model, query)
         if remembered is not None:  # asked again: no embedding, no hop to another thread
             known = QueryVector(model=embedder.model, vector=remembered)
             by_model[embedder.model] = PendingVector(value=known)
         else:
-            future = query_thread(embedder).submit(_embed_or_cool_down, embedder, query)
+            future = query_thread(embedder).submit(_embed_or_cool_down, embedder, query, user_id)
             by_model[embedder.model] = PendingVector(future)
     return {role: by_model[embedder.model] for role, embedder in embedders.items()}
 
 
-def _embed_or_cool_down(embedder: Embedder, query: str) -> QueryVector | None:
+def _embed_or_cool_down(embedder: Embedder, query: str, user_id: int) -> QueryVector | None:
     try:
         vector = _embed_query(embedder, query)
     except EmbeddingError as error:
         _cool_down(error)
         return None
-    recent_query_vectors.put(vector.model, query, vector.vector)
+    recent_query_vectors.put(user_id, vector.model, query, vector.vector)
     return vector
 
 

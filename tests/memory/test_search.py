@@ -40,7 +40,7 @@ def test_a_memory_searched_100_times_does_not_outrank_a_clearly_better_match(ali
     )
     Memory.objects.filter(key="fact:used").update(access_count=100)
     query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
-    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: query)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role, **_: query)
 
     hits = search_memory(user=alice, query="alpine lake kayak")
 
@@ -57,7 +57,7 @@ def test_a_year_old_user_stated_memory_that_matches_best_still_ranks_first(
     alice, alice_agent, monkeypatch
 ):
     # Words only: no query vector.
-    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: None)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role, **_: None)
     stated = say(
         alice, "fact:home", "Lives in Singapore with a dog named Biscuit", Actor.for_user(alice)
     )

@@ -36,7 +36,7 @@ def keys(hits):
 @pytest.fixture
 def words_only(monkeypatch):
     """No query vector: the keyword side alone, so the scores are exact."""
-    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: None)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role, **_: None)
 
 
 def test_a_memory_in_the_named_period_gets_the_bonus_and_no_more(alice, words_only):
@@ -101,7 +101,7 @@ def handmade_vectors(settings, monkeypatch):
     """The handmade model's floor: rows nearer than 0.5 are meaning matches."""
     settings.MNEMO_SEARCH_FLOOR_QUERY = settings.MNEMO_SEARCH_FLOOR_ROW = 0.5
     query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
-    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: query)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role, **_: query)
 
     def set_similarity(user, key, similarity):
         Memory.objects.filter(user=user, key=key).update(

@@ -85,7 +85,9 @@ def test_its_rows_are_embedded_and_ranked_like_any_other(notes):
     assert list(stored[0].embedding) == pytest.approx(embedder.embed([NOTES["parcel"]])[0])
 
     query = "which hot beverage does she drink at breakfast"
-    fused, (texts,) = fuse(note.objects.all(), query, query_vector_soon(query, "memories"), "text")
+    fused, (texts,) = fuse(
+        note.objects.all(), query, query_vector_soon(query, "memories", user_id=0), "text"
+    )
     best, ranks = next(iter(fused.items()))
     assert best == rows["tea"].pk
     assert (ranks.keyword_rank, ranks.vector_rank) == (None, 1)

@@ -117,7 +117,7 @@ def floor_of_the_handmade_model(settings, monkeypatch):
     settings.MNEMO_SEARCH_FLOOR_QUERY = settings.MNEMO_SEARCH_FLOOR_ROW = 0.5
     settings.MNEMO_SEARCH_AGE_BAR, settings.MNEMO_SEARCH_AGE_BAR_DAYS = 0.03, 365
     query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
-    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: query)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role, **_: query)
 
 
 def at_similarity(similarity):

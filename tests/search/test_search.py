@@ -148,7 +148,7 @@ def test_a_row_near_on_both_sides_outranks_one_barely_ahead_on_one(alice, monkey
     set_vector(alice, "fact:far", [0.0, 0.0, 1.0])
     set_vector(alice, "fact:words", [0.0, 0.0, 1.0])
     query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
-    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: query)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role, **_: query)
 
     hits = search_memory(user=alice, query="alpine lake kayak")
 
@@ -202,7 +202,7 @@ def test_fresher_and_more_used_memories_rank_higher(alice, alice_agent, monkeypa
     for key in notes:
         set_vector(alice, key, [1.0, 0.0, 0.0])
     query = QueryVector(model=HANDMADE_MODEL, vector=[1.0, 0.0, 0.0])
-    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role: query)
+    monkeypatch.setattr(memory_search, "query_vector_soon", lambda _query, _role, **_: query)
     old = timezone.now() - datetime.timedelta(days=30)
     Memory.objects.filter(key="fact:first").update(updated_at=old)
 
@@ -370,15 +370,29 @@ def test_a_repeated_query_is_not_embedded_again(alice, openai_server, settings):
 
 def test_recent_query_vectors_keep_the_latest_and_the_float32_values():
     recent = RecentQueryVectors(2)
-    recent.put("m", "one", [0.1, 0.2])
-    recent.put("m", "two", [0.3, 0.4])
-    assert recent.get("m", "one") == [pytest.approx(0.1), pytest.approx(0.2)]  # now the latest
-    recent.put("m", "three", [0.5, 0.6])  # drops "two", the least recently used
+    recent.put(1, "m", "one", [0.1, 0.2])
+    recent.put(1, "m", "two", [0.3, 0.4])
+    assert recent.get(1, "m", "one") == [pytest.approx(0.1), pytest.approx(0.2)]  # the latest
+    recent.put(1, "m", "three", [0.5, 0.6])  # drops "two", the least recently used
 
-    assert recent.get("m", "two") is None
-    assert recent.get("other model", "one") is None
-    assert recent.get("m", "one") == list(array("f", [0.1, 0.2]))  # what pgvector stores
+    assert recent.get(1, "m", "two") is None
+    assert recent.get(1, "other model", "one") is None
+    assert recent.get(2, "m", "one") is None  # another user's
+    assert recent.get(1, "m", "one") == list(array("f", [0.1, 0.2]))  # what pgvector stores
     assert len(recent) == 2
+
+
+def test_another_users_same_query_is_embedded_for_them(alice, bob, openai_server, settings):
+    """A remembered vector answers sooner; shared, that would tell bob what alice asked."""
+    use_openai(settings, openai_server)
+    remember(alice)
+
+    search_memory(user=alice, query="the weekly report")
+    search_memory(user=bob, query="the weekly report")
+    search_memory(user=bob, query="the weekly report")
+
+    inputs = [request.json["input"] for request in openai_server.requests]
+    assert inputs == [["the weekly report"], ["the weekly report"]]
 
 
 def test_a_large_scope_is_counted_once_a_minute_and_ranks_the_same(alice):
