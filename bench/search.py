@@ -1358,12 +1358,16 @@ def run(args: argparse.Namespace, data_dir: Path) -> int:
                 "figures below are not those of distinct vectors (--pool 0)"
             )
         bench_vector_index(corpus, args)
-    rates = bench_ingest(corpus, args, postmaster_pid)
-    streams = [1, *(n for n in args.streams if n > 0)]
-    ingest = ", ".join(
-        f"{n} stream{'s' if n > 1 else ''} {rate:.0f} {verdict(rate >= TARGET_INGEST_CHUNKS_PER_S)}"
-        for n, rate in zip(streams, rates, strict=True)
-    )
+    if args.documents > 0:
+        rates = bench_ingest(corpus, args, postmaster_pid)
+        streams = [1, *(n for n in args.streams if n > 0)]
+        ingest = ", ".join(
+            f"{n} stream{'s' if n > 1 else ''} {rate:.0f} "
+            f"{verdict(rate >= TARGET_INGEST_CHUNKS_PER_S)}"
+            for n, rate in zip(streams, rates, strict=True)
+        )
+    else:  # --documents 0: search only
+        ingest = "not run (--documents 0)"
     print(
         f"\n=== summary\n  search_memory p95 {p95:6.2f} ms (target <= {TARGET_SEARCH_P95_MS:.0f}) "
         f"{verdict(p95 <= TARGET_SEARCH_P95_MS)} | ingest chunks/s (target >= "

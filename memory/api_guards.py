@@ -1,5 +1,7 @@
 """An agent's read rule (memory/visibility.py) on its tool calls: which audience a call
-addresses (`own`), and the refusals of a write into the user's memory the rule hides."""
+addresses (`own`), a read of a key the rule hides, and the refusals that depend only on a
+write's input (its tags). Whether a write's existing row is hidden is decided by the write
+path on the locked row (memory/services.py `_refuse_hidden`, given the agent as `reader`)."""
 
 from __future__ import annotations
 
@@ -28,9 +30,9 @@ HIDDEN_DUPLICATE_MESSAGE = (
 
 
 def _refuse_unreadable(request: Request, key: str, data: dict[str, Any]) -> None:
-    """A write of a key of the user's memory whose row the agent may not read answers as if
-    there were none, naming nothing of it. (`own`: the agent's own note, always its to
-    read.)"""
+    """A read (get_memory) of a key of the user's memory whose row the agent may not read
+    answers as if there were none, naming nothing of it. (`own`: the agent's own note,
+    always its to read.)"""
     if data.get("own"):
         return
     if visibility.hidden_key(user=request.user, agent=request.auth.agent, key=key):

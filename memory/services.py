@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from activity import events
 from activity.actors import Actor, ActorKind
 from lib.errors import Conflict, InvalidInput, NotFound
+from memory import visibility
 from memory.keys import parse_key
 from memory.models import (
     HistoryAction,
@@ -74,6 +75,7 @@ def memory_upsert(
     occurred_at: object = None,
     session: str | None = None,
     owner_agent: Agent | None = None,
+    reader: Agent | None = None,
 ) -> MemoryWrite:
     """Create the memory, or replace its value if the key exists (last write wins).
 
@@ -91,7 +93,10 @@ def memory_upsert(
 
     Except that the user is in charge. For an agent (or the system): a change of a
     user-stated memory, and a new memory while the user reviews agents' new memories,
-    raise ReviewRequired with the proposal made instead. A new entry near one of its kind
+    raise ReviewRequired with the proposal made instead. `reader`: the agent whose tool call
+    this is, bound by its read rule (memory/visibility.py): a row of the user's memory it
+    may not read answers NotFound, as if there were none, decided on the locked row
+    (_refuse_hidden). A new entry near one of its kind
     (memory/duplicates.py) that adds nothing to it raises DuplicateMemory, its text kept in
     that one's history; one that adds something is stored as its own row, unless it would
     change what the user stated (or the user reviews agents' new memories): then
@@ -127,6 +132,7 @@ def memory_upsert(
         unless_changed_since=unless_changed_since,
         near_check=owner_agent is None and _checks_near(actor, parsed.family),
         owner_agent=owner_agent,
+        reader=reader,
     )
 
 
@@ -145,9 +151,11 @@ def memory_update(
     occurred_at: object = UNSET,
     session: str = UNSET,
     owner_agent: Agent | None = None,
+    reader: Agent | None = None,
 ) -> MemoryWrite:
-    """Change an existing memory; NotFound if the key has none. `owner_agent`: that
-    agent's own note under the key instead (_check_audience), never waiting for review.
+    """Change an existing memory; NotFound if the key has none, or only a row `reader` may
+    not read (memory_upsert). `owner_agent`: that agent's own note under the key instead
+    (_check_audience), never waiting for review.
 
     A new value or confidence also records who stands behind it now (the source). An
     agent's change of a user-stated memory raises ReviewRequired (memory_upsert), a change
@@ -183,6 +191,7 @@ def memory_update(
         reason=_clean_reason(reason),
         batch=batch,
         owner_agent=owner_agent,
+        reader=reader,
     )
 
 
@@ -194,9 +203,11 @@ def memory_delete(
     reason: str = "",
     batch: UUID | None = None,
     owner_agent: Agent | None = None,
+    reader: Agent | None = None,
 ) -> MemoryHistory:
     """Delete a memory; its last state stays in history so it can be restored.
-    `owner_agent`: that agent's own note under the key instead (_check_audience).
+    `owner_agent`: that agent's own note under the key instead (_check_audience). NotFound
+    when there is none, or only a row `reader` may not read (memory_upsert).
 
     An agent's deletion of a user-stated memory raises ReviewRequired (memory_upsert).
     `batch`: the bulk action it is part of (memory/bulk.py), kept on its history row and
@@ -208,6 +219,7 @@ def memory_delete(
     reason = _clean_reason(reason)
     with transaction.atomic():
         memory, _ = _locked(user, key, actor, owner_agent=owner_agent)
+        _refuse_hidden(memory, reader, key)
         if memory is None:
             raise NotFound(f"No memory with key '{key}'.", field="key")
         gated = owner_agent is None and actor.kind != ActorKind.USER
@@ -382,6 +394,7 @@ def _write(
     expected: Any = UNSET,
     near_check: bool = False,
     owner_agent: Agent | None = None,
+    reader: Agent | None = None,
 ) -> MemoryWrite:
     """Write one memory with its history row and activity event, in one transaction.
 
@@ -413,6 +426,7 @@ def _write(
         expected=expected,
         near_check=near_check,
         owner_agent=owner_agent,
+        reader=reader,
     )
     try:
         with transaction.atomic():
@@ -427,6 +441,15 @@ def _write(
     if isinstance(result, _Merged):
         raise DuplicateMemory(result.memory, result.similarity, result.history)
     return result
+
+
+def _refuse_hidden(memory: Memory | None, reader: Agent | None, key: str) -> None:
+    """NotFound, naming nothing of it, when the locked row is one of the user's memory that
+    `reader`'s read rule hides: its tool call cannot change, or learn of, what it may not
+    read. Decided on the locked row, so a row tagged hidden by a write that committed first
+    is refused too. An agent's own note is always its to read."""
+    if reader is not None and memory is not None and not visibility.may_read(memory, reader):
+        raise NotFound(f"No memory with key '{key}'.", field="key")
 
 
 def _write_once(
@@ -444,11 +467,13 @@ def _write_once(
     expected: Any,
     near_check: bool,
     owner_agent: Agent | None,
+    reader: Agent | None,
 ) -> MemoryWrite | MemoryProposal | _Merged:
     """One attempt of _write, inside its transaction: lock, decide, write, embed."""
     # 1. Lock the row (for a new entry compared with its kind, also the kind's new
     #    entries), reading the pause and the review rule in the same statement.
     memory, review_new = _locked(user, key, actor, new_entry=near_check, owner_agent=owner_agent)
+    _refuse_hidden(memory, reader, key)
 
     # 2. Decide what the write becomes: a Conflict, nothing, a merge or a proposal, or a
     #    write of the row.

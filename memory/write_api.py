@@ -38,7 +38,6 @@ from memory.api_fields import (
 from memory.api_guards import (
     _owner,
     _refuse_hidden_tags,
-    _refuse_unreadable,
     _refuse_unreadable_duplicate,
 )
 from memory.models import Memory
@@ -165,10 +164,11 @@ class MemoryCreateApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(CreateMemorySerializer)
-        _refuse_unreadable(request, data["key"], data)
         _refuse_hidden_tags(request, data)
         try:
-            write = services.memory_upsert(user=request.user, actor=self.actor(), **data)
+            write = services.memory_upsert(
+                user=request.user, actor=self.actor(), reader=request.auth.agent, **data
+            )
         except ReviewRequired as waiting:
             return _pending_review(waiting.proposal, created=False)
         except DuplicateMemory as duplicate:
@@ -221,7 +221,6 @@ class MemoryUpdateApi(ToolApi):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(UpdateMemorySerializer)
-        _refuse_unreadable(request, data["key"], data)
         _refuse_hidden_tags(request, data)
         return _update(request, self.actor(), data)
 
@@ -230,7 +229,9 @@ def _update(request: Request, actor: Actor, data: dict[str, Any]) -> Response:
     """update_memory's and promote_memory's answer: applied, or waiting for review."""
     owner = _owner(request, data)
     try:
-        write = services.memory_update(user=request.user, actor=actor, owner_agent=owner, **data)
+        write = services.memory_update(
+            user=request.user, actor=actor, owner_agent=owner, reader=request.auth.agent, **data
+        )
     except ReviewRequired as waiting:  # only ever the user's memory
         current = Memory.objects.get(user=request.user, owner_agent=None, key=waiting.proposal.key)
         return _pending_review(waiting.proposal, memory=memory_body(current))
@@ -259,11 +260,14 @@ class MemoryDeleteApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(DeleteMemorySerializer)
         key = data["key"]
-        _refuse_unreadable(request, key, data)
         owner = _owner(request, data)
         try:
             history = services.memory_delete(
-                user=request.user, actor=self.actor(), owner_agent=owner, **data
+                user=request.user,
+                actor=self.actor(),
+                owner_agent=owner,
+                reader=request.auth.agent,
+                **data,
             )
         except ReviewRequired as waiting:
             return _pending_review(waiting.proposal, deleted=False, key=key)
@@ -325,7 +329,6 @@ class PromoteMemoryApi(ToolApi):
     @_promote_schema("promote_memory", PROMOTE_DESCRIPTION)
     def post(self, request: Request) -> Response:
         data = self.validated(PromoteInput)
-        _refuse_unreadable(request, data["key"], data)
         return _update(request, self.actor(), {**data, "pinned": True})
 
 

@@ -13,8 +13,10 @@ from django.utils import timezone
 
 from activity.actors import Actor
 from context.services import document_write
-from memory.models import Memory
-from memory.services import memory_upsert
+from lib.errors import NotFound
+from memory.models import Memory, MemoryHistory
+from memory.outcomes import ReviewRequired
+from memory.services import memory_delete, memory_update, memory_upsert
 from memory.working_memory import build_working_memory
 from profiles.services import agent_set_read_rules, token_create
 from tests.factories import AgentFactory
@@ -489,3 +491,53 @@ def test_the_owner_finds_its_note_in_its_scratchpad_not_in_the_working_memory(
     for path in ("working memory", "working memory json", "working memory as of"):
         assert A_NOTE not in texts[path], path
     assert PLAIN in texts["working memory as of"]
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda user, agent: memory_upsert(
+            user=user,
+            key="fact:pills",
+            value="replaced",
+            actor=Actor.for_agent(agent),
+            reader=agent,
+        ),
+        lambda user, agent: memory_update(
+            user=user, key="fact:pills", pinned=True, actor=Actor.for_agent(agent), reader=agent
+        ),
+        lambda user, agent: memory_delete(
+            user=user, key="fact:pills", actor=Actor.for_agent(agent), reader=agent
+        ),
+    ],
+    ids=["upsert", "update", "delete"],
+)
+def test_the_write_path_refuses_a_hidden_row_under_its_lock(alice, world, write):
+    """The read rule binds the write itself, on the row it locked, not a look before it: a
+    row that became hidden after the tool call began cannot be written either."""
+    agents, _ = world
+    pills = Memory.objects.get(user=alice, key="fact:pills", owner_agent=None)
+    history = MemoryHistory.objects.filter(user=alice, key="fact:pills").count()
+
+    with pytest.raises(NotFound) as refused:
+        write(alice, agents["careful"])
+
+    assert str(refused.value) == "No memory with key 'fact:pills'."
+    assert Memory.objects.get(pk=pills.pk).value == pills.value
+    assert Memory.objects.get(pk=pills.pk).pinned is False
+    assert MemoryHistory.objects.filter(user=alice, key="fact:pills").count() == history
+
+
+def test_a_readable_row_goes_on_to_the_review_gate_with_the_reader_given(alice, world):
+    """The same write of a row the rule lets the agent read is no NotFound: the user stated
+    it, so it becomes a proposal."""
+    agents, _ = world
+    with pytest.raises(ReviewRequired) as waiting:
+        memory_update(
+            user=alice,
+            key="fact:release",
+            pinned=True,
+            actor=Actor.for_agent(agents["careful"]),
+            reader=agents["careful"],
+        )
+    assert waiting.value.proposal.key == "fact:release"
