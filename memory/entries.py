@@ -376,5 +376,5 @@ def _rename_once(user: AbstractBaseUser, key: str, new_key: str, actor: Actor) -
         history_id=None,
         renamed_from=key,
     )
-    _write_rows(memory, ["key", "updated_at"], history, event)
+    memory, history = _write_rows(memory, ["key", "updated_at"], history, event)
     return MemoryWrite(memory=memory, created=False, history=history)

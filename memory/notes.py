@@ -95,6 +95,6 @@ def _share_once(user: AbstractBaseUser, key: str, agent: Agent, actor: Actor) ->
     )
     # The note goes first: its history row names the agent, so it can be restored as a note.
     _delete_row(user, note, actor, event=False)
-    _write_rows(memory, [], history, event)
+    memory, history = _write_rows(memory, [], history, event)
     request_embedding()
     return MemoryWrite(memory=memory, created=True, history=history)

@@ -539,7 +539,7 @@ def _write_once(
         batch=batch,
         note_of=_note_of(owner_agent),
     )
-    _write_rows(memory, changed, history, event)
+    memory, history = _write_rows(memory, changed, history, event)
 
     # 4. A new text needs a new vector: the embedding worker is asked after the commit.
     if before is None or before["value"] != memory.value:
