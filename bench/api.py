@@ -310,8 +310,12 @@ def seed_render_user(count: int) -> str:
     return token
 
 
-def write_value(n: int) -> str:
-    return f"Prefers the weekly {WORDS['topic'][n % 5]} summary as bullets; benchmark write {n}."
+def write_value(n: int, revision: int | None = None) -> str:
+    """The text of fact:bench-<n>; a replacing write gives a new `revision`, so that it
+    changes the row (the same text and tags again would write nothing: no history row, no
+    event, only the lock)."""
+    text = f"Prefers the weekly {WORDS['topic'][n % 5]} summary as bullets; benchmark write {n}"
+    return f"{text}." if revision is None else f"{text}, revision {revision}."
 
 
 def seed_write_user() -> str:
@@ -578,15 +582,20 @@ class WriteKeys:
     def __init__(self) -> None:
         self.new = itertools.count(EXISTING_WRITE_KEYS)
         self.seeds = itertools.count()
+        self.revisions = itertools.count(1)
 
     def rng(self) -> random.Random:
         """A generator of its own for each client, different in every run."""
         return random.Random(next(self.seeds))  # noqa: S311 - a load pattern, not a secret
 
     def body(self, rng: random.Random) -> bytes:
-        new = rng.random() < NEW_KEY_SHARE
-        n = next(self.new) if new else rng.randrange(EXISTING_WRITE_KEYS)
-        payload = {"key": f"fact:bench-{n}", "value": write_value(n), "tags": ["bench"]}
+        if rng.random() < NEW_KEY_SHARE:
+            n = next(self.new)
+            value = write_value(n)
+        else:  # every replacement a new text: a real write, never "unchanged"
+            n = rng.randrange(EXISTING_WRITE_KEYS)
+            value = write_value(n, next(self.revisions))
+        payload = {"key": f"fact:bench-{n}", "value": value, "tags": ["bench"]}
         return json.dumps(payload).encode()
 
 
@@ -971,9 +980,10 @@ def profiled_calls(tokens: Tokens) -> list[Call]:
     write_auth = f"Bearer {tokens.writer}"
     rng = random.Random(29)  # noqa: S311 - a load pattern, not a secret
     new_keys = itertools.count(PROFILE_NEW_KEYS_FROM)
+    revisions = itertools.count(1)
 
-    def write(n: int) -> int:
-        payload = {"key": f"fact:bench-{n}", "value": write_value(n), "tags": ["bench"]}
+    def write(n: int, revision: int | None = None) -> int:
+        payload = {"key": f"fact:bench-{n}", "value": write_value(n, revision), "tags": ["bench"]}
         response = client.post(
             WRITE_PATH, payload, content_type="application/json", HTTP_AUTHORIZATION=write_auth
         )
@@ -984,7 +994,10 @@ def profiled_calls(tokens: Tokens) -> list[Call]:
         return response.status_code
 
     return [
-        Call("create_memory, an existing key", lambda: write(rng.randrange(EXISTING_WRITE_KEYS))),
+        Call(
+            "create_memory, an existing key",
+            lambda: write(rng.randrange(EXISTING_WRITE_KEYS), next(revisions)),
+        ),
         Call("create_memory, a new key", lambda: write(next(new_keys))),
         Call(f"working memory, {RENDER_ENTRIES} entries", render),
     ]
