@@ -4,7 +4,6 @@ and with no Redis client built per request."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -16,6 +15,7 @@ from lib.kept_redis import shared_redis
 from profiles.models import AgentToken
 from profiles.throttling import AgentTokenThrottle
 from search.indexing import PENDING_KEY, PENDING_SECONDS, _raise_pending_flag
+from tests.profiles.test_throttling import burst
 from tests.test_cache_down import Server
 
 pytestmark = pytest.mark.django_db
@@ -67,21 +67,7 @@ def test_a_counted_request_builds_no_redis_client(valkey, alice_token, monkeypat
 
 def test_concurrent_requests_are_all_counted_on_valkey(settings, valkey, alice_token):
     settings.MNEMO_API_RATE = "50/min"
-    request = SimpleNamespace(auth=AgentToken.objects.get())
-    allowed, lock, start = [], threading.Lock(), threading.Barrier(8)
-
-    def client():
-        start.wait()
-        for _ in range(20):
-            ok = AgentTokenThrottle().allow_request(request, None)
-            with lock:
-                allowed.append(ok)
-
-    threads = [threading.Thread(target=client) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    allowed = burst(SimpleNamespace(auth=AgentToken.objects.get()))
 
     assert (len(allowed), allowed.count(True)) == (160, 50)
 

@@ -38,24 +38,29 @@ def test_concurrent_requests_are_all_counted(settings, alice_token, networked_ca
     """DRF's list-of-times throttle loses the updates of requests that overlap, letting
     most of a burst through; an atomic counter lets exactly the rate through."""
     settings.MNEMO_API_RATE = "50/min"
-    request = SimpleNamespace(auth=AgentToken.objects.get())
-    allowed, lock, start = [], threading.Lock(), threading.Barrier(8)
+    allowed = burst(SimpleNamespace(auth=AgentToken.objects.get()))
+
+    assert len(allowed) == 160
+    assert allowed.count(True) == 50
+
+
+def burst(request: SimpleNamespace, clients: int = 8, each: int = 20) -> list[bool]:
+    """`clients` threads, started together, each asking the throttle `each` times."""
+    allowed, lock, start = [], threading.Lock(), threading.Barrier(clients)
 
     def client():
         start.wait()
-        for _ in range(20):
+        for _ in range(each):
             ok = AgentTokenThrottle().allow_request(request, None)
             with lock:
                 allowed.append(ok)
 
-    threads = [threading.Thread(target=client) for _ in range(8)]
+    threads = [threading.Thread(target=client) for _ in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-
-    assert len(allowed) == 160
-    assert allowed.count(True) == 50
+    return allowed
 
 
 def test_the_wait_is_what_is_left_of_the_window(settings, alice_token):
