@@ -59,7 +59,13 @@ CANDIDATES = 20
 
 @dataclass(frozen=True)
 class NearMatch:
-    memory: Memory
+    """The entry found near, as the check read it (not locked: memory/review_gate.py locks
+    it when the new entry is to be merged into it or proposed as its change)."""
+
+    id: int
+    key: str
+    value: str
+    source: str
     similarity: float  # 1.0 for the same text
     adds_something: bool  # the new text has words the existing one lacks
 
@@ -67,7 +73,9 @@ class NearMatch:
 @dataclass(frozen=True)
 class Candidate:
     id: int
+    key: str
     value: str
+    source: str
     new_words: int  # words of the new text this entry lacks
     words: int  # words of the new text
 
@@ -100,7 +108,7 @@ def find_near_duplicate(
     if has_key:
         return None
     if same_text is not None:
-        return NearMatch(Memory.objects.get(pk=same_text), 1.0, adds_something=False)
+        return NearMatch(*same_text, similarity=1.0, adds_something=False)
     if not candidates:
         return None
     similarities = _similarities(value, [candidate.value for candidate in candidates])
@@ -112,7 +120,14 @@ def find_near_duplicate(
     if not near:
         return None
     similarity, best = max(near, key=lambda pair: (pair[0], -pair[1].id))
-    return NearMatch(Memory.objects.get(pk=best.id), similarity, adds_something=best.new_words > 0)
+    return NearMatch(
+        best.id,
+        best.key,
+        best.value,
+        best.source,
+        similarity=similarity,
+        adds_something=best.new_words > 0,
+    )
 
 
 def _similarities(value: str, others: list[str]) -> list[float]:
@@ -152,10 +167,11 @@ _TRAILING = 3
 
 def _look(
     user: AbstractBaseUser, kind: str, key: str, value: str, agent: Agent | None = None
-) -> tuple[bool, int | None, list[Candidate]]:
-    """In one statement: whether the user has `key`; else the id of an entry of the kind
-    with the same text (as _normalized, with the stored text's own spacing), and the
-    entries of the kind holding at least half of the new text's words, most shared first.
+) -> tuple[bool, tuple[int, str, str, str] | None, list[Candidate]]:
+    """In one statement: whether the user has `key`; else the id, key, text and source of
+    an entry of the kind with the same text (as _normalized, with the stored text's own
+    spacing), and the entries of the kind holding at least half of the new text's words,
+    most shared first.
 
     Rows are picked by the words of their stored search vector (which include the key's
     and tags': a necessary condition, and no parsing); each pick's exact counts come from
@@ -173,12 +189,15 @@ def _look(
     # How many of the new text's words the row's vector holds: what deleting them removes.
     shared = "length(search_vector) - length(ts_delete(search_vector, new.words))"
     sql = (
-        f"SELECT has_key, CASE WHEN has_key THEN NULL ELSE (SELECT id {same_kind} "  # noqa: S608 - the model's table
+        "SELECT has_key, CASE WHEN has_key THEN NULL ELSE (SELECT "  # noqa: S608 - the model's table
+        f"json_build_array(id, key, value, source) {same_kind} "
         "AND length(value) BETWEEN %(shortest)s AND %(longest)s "
         "AND rtrim(lower(value), ' .!') = %(normalized)s ORDER BY id LIMIT 1) END, "
-        "CASE WHEN has_key THEN NULL ELSE (SELECT json_agg(json_build_array(id, value, "
+        "CASE WHEN has_key THEN NULL ELSE (SELECT json_agg(json_build_array(id, key, value, "
+        "source, "
         + _MISSING_SQL.format(new="%(value)s", old="value")
-        + ", new.count)) FROM (SELECT id, value FROM (SELECT id, value, "
+        + ", new.count)) FROM (SELECT id, key, value, source FROM (SELECT id, key, value, "
+        "source, "
         + f"{shared} AS shared {same_kind} AND search_vector @@ new.any_word) AS matched "  # noqa: S608 - names
         "WHERE shared >= %(share)s * new.count ORDER BY shared DESC, id "
         "LIMIT %(candidates)s) AS picked) END "
@@ -208,8 +227,10 @@ def _look(
         has_key, same_text, picked = cursor.fetchone()
     if isinstance(picked, str):
         picked = json.loads(picked)
+    if isinstance(same_text, str):
+        same_text = json.loads(same_text)
     candidates = [Candidate(*row) for row in picked or []]
-    return has_key, same_text, candidates
+    return has_key, None if same_text is None else tuple(same_text), candidates
 
 
 def word_counts(pairs: list[tuple[str, str]]) -> list[tuple[int, int]]:

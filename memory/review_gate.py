@@ -127,8 +127,12 @@ def _near_entry(
     match = find_near_duplicate(user=user, key=key, value=fields["value"], agent=agent)
     if match is None:
         return None
-    near, _ = _locked(user, match.memory.key, actor)
-    if near is None or near.value != match.memory.value:
+    if match.adds_something and match.source != Source.USER_STATED and not review_new:
+        # Stored as its own row beside an agent's note, whatever that note is now: nothing
+        # to lock or read again (the check's copy decides, as it does a moment later).
+        return None
+    near, _ = _locked(user, match.key, actor)
+    if near is None or near.value != match.value:
         return None  # deleted or changed since the check: nothing to merge into now
     if not match.adds_something:
         return _merge_note(user, near, fields, actor, match.similarity)

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from activity.actors import Actor
 from activity.models import ActivityEvent
 from lib.errors import MemoryPaused, NotFound
-from memory import services
+from memory import review_gate, services
 from memory.api_fields import MemorySerializer, memory_body
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal
 from memory.uses import memory_record_access
@@ -60,6 +60,47 @@ def test_an_agent_write_of_a_new_entry_is_four_statements(call_tool, alice, alic
     _assert_write(write, new=True)
     # One transaction: one savepoint pair around the lock, the check and the write.
     assert len(queries.captured_queries) == 6
+
+
+def test_a_new_entry_beside_a_near_agent_note_costs_no_more_statements(
+    call_tool, alice, alice_token, monkeypatch
+):
+    """Near an agent's note and adding to it, a new entry is stored as its own row
+    (memory/review_gate.py _near_entry): the check's own reading decides that, with no
+    second look at the near row and no lock on it."""
+    MemoryFactory(
+        user=alice,
+        key="fact:weekly-report",
+        value="Prefers the weekly report summary as bullets on Monday.",
+        source="tp_extracted",
+        confidence=0.8,
+    )
+    _warm(call_tool, alice_token)
+    found = []
+    check = review_gate.find_near_duplicate
+    monkeypatch.setattr(
+        review_gate,
+        "find_near_duplicate",
+        lambda **kwargs: found.append(check(**kwargs)) or found[-1],
+    )
+
+    with CaptureQueriesContext(connection) as queries:
+        response = call_tool(
+            alice_token,
+            "create_memory",
+            {
+                "key": "fact:weekly-report-format",
+                "value": "Prefers the weekly report summary as bullets on Monday morning.",
+            },
+        )
+
+    assert response.status_code == 201, response.content
+    statements = _statements(queries.captured_queries)
+    assert len(statements) == 4, statements
+    assert "has_key" in statements[2]
+    (match,) = found  # the check found the note near, and the new text adds to it
+    assert (match.key, match.adds_something) == ("fact:weekly-report", True)
+    assert Memory.objects.filter(user=alice, key__startswith="fact:weekly-report").count() == 2
 
 
 def test_an_agent_write_of_an_existing_key_is_three_statements(call_tool, alice, alice_token):
