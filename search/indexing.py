@@ -38,8 +38,7 @@ from search.fields import vector_literal
 from search.registry import SearchSource, source_for, sources
 
 if TYPE_CHECKING:
-    from lib.kept_redis import shared_redis
-from search.embedder_base import Embedder
+    from search.embedder_base import Embedder
 
 EMBED_BATCH = 64
 logger = logging.getLogger(__name__)
