@@ -136,11 +136,10 @@ def _write_rows(
     with connection.cursor() as cursor:
         cursor.execute(statement.sql, params)
         row = cursor.fetchone()
-    saved_memory, saved_history, saved_event = statement.read(row)
+    saved_memory, saved_history = statement.read(row)
     _keep_relations(memory, saved_memory)
     _keep_relations(history, saved_history)
     saved_history.memory = saved_memory
-    event.pk = saved_event.pk  # the caller's event is not read again; its id is for logs
     return saved_memory, saved_history
 
 
@@ -158,18 +157,23 @@ def _keep_relations(source: Model, saved: Model) -> None:
 
 
 class _RowsStatement:
-    """The one statement of _write_rows for an insert, or an update of given columns."""
+    """The one statement of _write_rows for an insert, or an update of given columns. The
+    memory and history rows come back; the event is written and not read (PostgreSQL runs
+    a data-modifying WITH part whether or not the query reads it)."""
 
     def __init__(self, insert: bool, changed: tuple[str, ...]) -> None:
+        history_memory = MemoryHistory._meta.get_field("memory")
+        event_payload = ActivityEvent._meta.get_field("payload")
         self.memory_written = _written_fields(Memory, changed=None if insert else changed)
         self.history_written = [
-            f for f in _written_fields(MemoryHistory) if f.attname != "memory_id"
+            f for f in _written_fields(MemoryHistory) if f is not history_memory
         ]
-        self.event_written = [f for f in _written_fields(ActivityEvent) if f.name != "payload"]
+        self.event_written = [f for f in _written_fields(ActivityEvent) if f is not event_payload]
         self.read_back = [
             (model, [f for f in model._meta.concrete_fields if f.name not in SEARCH_COLUMNS])
-            for model in (Memory, MemoryHistory, ActivityEvent)
+            for model in (Memory, MemoryHistory)
         ]
+        memory_id, history_id = (_quote(model._meta.pk.column) for model in (Memory, MemoryHistory))
         returned = [", ".join(_quote(f.column) for f in fields) for _, fields in self.read_back]
         if insert:
             memory_sql = (
@@ -179,7 +183,7 @@ class _RowsStatement:
         else:
             assignments = ", ".join(f"{_quote(f.column)} = %s" for f in self.memory_written)
             memory_sql = (
-                f"UPDATE {_table(Memory)} SET {assignments} WHERE {_quote('id')} = %s "  # noqa: S608 - names from the models
+                f"UPDATE {_table(Memory)} SET {assignments} WHERE {memory_id} = %s "  # noqa: S608 - names from the models
                 f"RETURNING {returned[0]}"
             )
         history_columns = _columns(self.history_written)
@@ -187,13 +191,13 @@ class _RowsStatement:
         self.sql = (
             f"WITH memory AS ({memory_sql}), "  # noqa: S608 - names from the models
             f"history AS (INSERT INTO {_table(MemoryHistory)} ({history_columns}, "
-            f"{_quote('memory_id')}) SELECT {_slots(self.history_written)}, memory.id "
-            f"FROM memory RETURNING {returned[1]}), "
+            f"{_quote(history_memory.column)}) SELECT {_slots(self.history_written)}, "
+            f"memory.{memory_id} FROM memory RETURNING {returned[1]}), "
             f"event AS (INSERT INTO {_table(ActivityEvent)} ({event_columns}, "
-            f"{_quote('payload')}) SELECT {_slots(self.event_written)}, "
-            "jsonb_set(%s::jsonb, '{history_id}', to_jsonb(history.id)) "
-            f"FROM history RETURNING {returned[2]}) "
-            "SELECT memory.*, history.*, event.* FROM memory, history, event"
+            f"{_quote(event_payload.column)}) SELECT {_slots(self.event_written)}, "
+            f"jsonb_set(%s::jsonb, '{{history_id}}', to_jsonb(history.{history_id})) "
+            "FROM history) "
+            "SELECT memory.*, history.* FROM memory, history"
         )
         self.insert = insert
 
@@ -208,7 +212,7 @@ class _RowsStatement:
         return _values(event, self.event_written)
 
     def read(self, row: tuple) -> list[Model]:
-        """The three rows as instances, each value through its field's converters (a
+        """The two rows as instances, each value through its field's converters (a
         queryset's compiler applies them; a cursor's row has not had them: JSON is text)."""
         instances, start = [], 0
         for model, fields in self.read_back:
