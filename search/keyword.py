@@ -162,10 +162,11 @@ class ScopeSizes:
         self._lock = threading.Lock()
 
     def get(self, scope: tuple[str, str]) -> int | None:
-        """The scope's row count when it is large and was counted lately, else None."""
+        """The scope's row count when it is large and was counted lately, else None (put
+        keeps large counts only)."""
         with self._lock:
-            rows, until = self._sizes.get(scope, (0, 0.0))
-        return rows if rows >= self._large and time.monotonic() < until else None
+            kept = self._sizes.get(scope)
+        return kept[0] if kept is not None and time.monotonic() < kept[1] else None
 
     def put(self, scope: tuple[str, str], rows: int) -> None:
         if rows < self._large:
