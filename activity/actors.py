@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from django.db import models
 
+from profiles.naming import agent_name
+
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
@@ -42,7 +44,7 @@ class Actor:
         if self.kind == ActorKind.USER:
             return str(self.user)
         if self.kind == ActorKind.AGENT:
-            return f"agent {self.agent}"
+            return f"agent {agent_name(self.agent)}"
         return "system"
 
     def as_fields(self) -> dict[str, object]:
@@ -65,9 +67,19 @@ class ActorMixin(models.Model):
         abstract = True
 
     @property
+    def actor_name(self) -> str:
+        """The actor's own name: an agent's as every page names it (profiles/naming.py),
+        "a deleted agent" when it is gone; a user's username; "system"."""
+        if self.actor_type == ActorKind.AGENT:
+            return agent_name(self.actor_agent)
+        return self.actor_label
+
+    @property
     def actor_label(self) -> str:
         if self.actor_type == ActorKind.AGENT:
-            return f"agent {self.actor_agent}" if self.actor_agent else "a deleted agent"
+            return (
+                f"agent {agent_name(self.actor_agent)}" if self.actor_agent else "a deleted agent"
+            )
         if self.actor_type == ActorKind.USER:
             return str(self.actor_user) if self.actor_user else "a deleted user"
         return "system"

@@ -95,6 +95,9 @@ class Acted(Protocol):
     @property
     def actor_label(self) -> str: ...
 
+    @property
+    def actor_name(self) -> str: ...
+
 
 @dataclass(frozen=True)
 class Who:
@@ -117,5 +120,5 @@ def who(request: HttpRequest, row: Acted) -> Who:
         return Who(kind, "you", "you")
     label = row.actor_label
     if kind == "agent" and row.actor_agent is not None:
-        return Who(kind, row.actor_agent.name, label)
+        return Who(kind, row.actor_name, label)
     return Who(kind, label, label)

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.text import slugify
 
 from activity import events
 from activity.actors import Actor, ActorKind
 from lib.errors import Conflict, Forbidden, InvalidInput, NotFound
+from lib.slugs import slug_from_text
 from memory.keys import ENTRY_KINDS, SLUG_PATTERN, KeyFamily, parse_key
 from memory.models import (
     HistoryAction,
@@ -47,15 +47,15 @@ if TYPE_CHECKING:
 
 
 SLUG_MAX = 60  # slugs made from the text stay short; typed ones may use the full 80
+# The slug of a text with nothing to romanise ("???"): "note-" and a hash of the text.
+FALLBACK_SLUG = "note"
 
 
 def derive_slug(text: str) -> str:
-    """A readable slug from an entry's text: its first words, a-z, 0-9 and '-'."""
-    full = slugify(text)
-    base = full[:SLUG_MAX]
-    if len(full) > SLUG_MAX and "-" in base:
-        base = base.rsplit("-", 1)[0]  # end on a whole word
-    return base.strip("-_")
+    """The slug of an entry's key made from its text, in any script (lib/slugs.py): its
+    first words romanised, else "note-" and a short hash of it. Never empty: the Entries
+    tab, memory_store and capture all come here, so the same text gets the same key."""
+    return slug_from_text(text, max_length=SLUG_MAX, fallback=FALLBACK_SLUG)
 
 
 def entry_create(
@@ -83,10 +83,6 @@ def entry_create(
             field="slug",
         )
     base = slug or derive_slug(value if isinstance(value, str) else "")
-    if not base:
-        raise InvalidInput(
-            "Could not make a key from the text; type one (e.g. note-1).", field="slug"
-        )
     fields = memory_clean(
         key=f"{kind}:{base}",
         value=value,
@@ -142,10 +138,6 @@ def _add_entry(
     raise Conflict(f"Could not find a free key for '{keys[0]}'.", field="slug")
 
 
-# The slug of a text with no a-z or 0-9 to make one from (Chinese, say): numbered notes.
-FALLBACK_SLUG = "note"
-
-
 @dataclass(frozen=True)
 class StoreResult:
     """What memory_store did.
@@ -195,7 +187,7 @@ def memory_store(
     _refuse_credentials(actor, value=text, tags=tags, reason=reason, session=session)
     _check_audience(user, actor, owner_agent, key=kind, creating=True)
     _check_kind(kind)
-    base = derive_slug(text if isinstance(text, str) else "") or FALLBACK_SLUG
+    base = derive_slug(text if isinstance(text, str) else "")
     first = f"{kind}:{base}"
     fields = memory_clean(
         key=first,

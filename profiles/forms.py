@@ -15,6 +15,7 @@ from profiles.models import (
     Profile,
     ReadRule,
 )
+from profiles.naming import clean_display_name
 from profiles.services import RANGE_MESSAGES
 
 
@@ -22,8 +23,8 @@ class AgentForm(forms.Form):
     name = forms.CharField(
         label="Agent name",
         max_length=Agent._meta.get_field("display_name").max_length,
-        help_text="Any name, e.g. Claude Desktop. Paths and tokens use a plain form of it "
-        "(claude-desktop).",
+        help_text="Any name in any script, e.g. Claude Desktop or Асистент. Paths and tokens "
+        "use a plain form of it (claude-desktop, asistent).",
     )
     description = forms.CharField(
         label="Description",
@@ -31,6 +32,22 @@ class AgentForm(forms.Form):
         max_length=Agent._meta.get_field("description").max_length,
         help_text="Optional: where this agent runs or what it does.",
     )
+
+
+class AgentRenameForm(forms.Form):
+    """An agent's name as pages show it, in any script; its name in paths and tokens stays."""
+
+    display_name = forms.CharField(
+        label="Name",
+        max_length=Agent._meta.get_field("display_name").max_length,
+        help_text="How pages name this agent. Its name in paths and tokens stays as it is.",
+    )
+
+    def clean_display_name(self) -> str:
+        name = clean_display_name(self.cleaned_data["display_name"])
+        if not name:
+            raise forms.ValidationError("Give the agent a name.")
+        return name
 
 
 class TokenForm(forms.Form):

@@ -4,6 +4,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from profiles.naming import agent_name
+
 AGENT_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 MIN_TOKEN_BUDGET = 500
 MAX_TOKEN_BUDGET = 8000
@@ -182,8 +184,8 @@ class Agent(models.Model):
 
     @property
     def label(self) -> str:
-        """How pages name the agent: its display name, else its name."""
-        return self.display_name or self.name
+        """How pages name the agent (profiles/naming.py agent_name)."""
+        return agent_name(self)
 
 
 class TokenFields(models.Model):

@@ -19,7 +19,8 @@ from django.utils import timezone
 from activity.actors import Actor, ActorKind
 from lib import outbound
 from lib.errors import Conflict, InvalidInput, MemoryPaused
-from lib.tags import clean_tags, slug_for
+from lib.slugs import slug_from_text
+from lib.tags import clean_tags
 from profiles.models import (
     MAX_LLM_DAILY_TOKENS,
     MAX_RULE_FOLDER_LENGTH,
@@ -33,6 +34,7 @@ from profiles.models import (
     ReadRule,
     SystemToken,
 )
+from profiles.naming import clean_display_name
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -207,7 +209,7 @@ def agent_set_details(
     for field, value in (("display_name", display_name), ("description", description)):
         if value is None:
             continue
-        value = " ".join(value.split())
+        value = clean_display_name(value) if field == "display_name" else " ".join(value.split())
         limit = Agent._meta.get_field(field).max_length
         if len(value) > limit:
             raise InvalidInput(
@@ -357,15 +359,23 @@ def agent_check_owner(*, agent: Agent | None, user: AbstractBaseUser | None) -> 
         raise InvalidInput("That agent belongs to another user.", field="agent")
 
 
+def agent_slug(display_name: str) -> str:
+    """An agent's name in paths and tokens, made from what the person called it by the
+    rule entry keys are made by (lib/slugs.py): "Claude Desktop" → "claude-desktop",
+    "Асистент" → "asistent", "🛠️" → "hammer_and_wrench", "???" → "agent-" and a hash."""
+    return slug_from_text(
+        display_name, max_length=Agent._meta.get_field("name").max_length, fallback="agent"
+    )
+
+
 def agent_create(*, user: AbstractBaseUser, display_name: str, description: str = "") -> Agent:
-    """A new agent named as the user typed it ("Claude Desktop"); its name for paths and
-    tokens is derived ("claude-desktop"). Conflict when that name is taken."""
-    display_name = " ".join(display_name.split())
-    name = slug_for(display_name, Agent._meta.get_field("name").max_length)
-    if not name:
-        raise InvalidInput(
-            "Give the agent a name with at least one letter or digit (a-z, 0-9).", field="name"
-        )
+    """A new agent named as the user typed it, in any script ("Claude Desktop",
+    "Асистент"); its name for paths and tokens is derived (agent_slug). Conflict when that
+    name is taken."""
+    display_name = clean_display_name(display_name)
+    if not display_name:
+        raise InvalidInput("Give the agent a name.", field="name")
+    name = agent_slug(display_name)
     limit = Agent._meta.get_field("display_name").max_length
     if len(display_name) > limit:
         raise InvalidInput(
@@ -398,8 +408,15 @@ def agent_create(*, user: AbstractBaseUser, display_name: str, description: str 
 def agent_get_or_create(
     *, user: AbstractBaseUser, name: str, description: str = "", display_name: str = ""
 ) -> Agent:
-    """The user's agent of this name (as used in paths and tokens), created if missing."""
-    agent = Agent(user=user, name=name, description=description, display_name=display_name)
+    """The user's agent of this name (as used in paths and tokens), created if missing
+    (`display_name`: what pages call it, cleaned as agent_create cleans it)."""
+    display_name = clean_display_name(display_name)
+    agent = Agent(
+        user=user,
+        name=name,
+        description=description,
+        display_name="" if display_name == name else display_name,
+    )
     try:
         agent.full_clean(exclude=["user"], validate_unique=False, validate_constraints=False)
     except ValidationError as error:

@@ -7,6 +7,7 @@ urlpatterns = [
     path("agents/new/", views.agent_create, name="agent_create"),
     path("agents/<int:agent_id>/tokens/", views.token_create_view, name="token_create"),
     path("agents/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token_revoke"),
+    path("agents/<int:agent_id>/rename/", views.agent_rename, name="agent_rename"),
     path("agents/<int:agent_id>/learning/", views.agent_learning, name="agent_learning"),
     path("agents/<int:agent_id>/read-rules/", views.agent_read_rules, name="agent_read_rules"),
     path("signup/", views.signup, name="signup"),

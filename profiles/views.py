@@ -24,9 +24,18 @@ from django.views.decorators.http import require_http_methods, require_POST
 from lib.errors import ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, no_store, render_page
 from profiles import services
-from profiles.forms import AgentForm, AgentLearningForm, ReadRulesForm, SignupForm, TokenForm
+from profiles.forms import (
+    AgentForm,
+    AgentLearningForm,
+    AgentRenameForm,
+    ReadRulesForm,
+    SignupForm,
+    TokenForm,
+)
 from profiles.models import Agent, AgentToken
+from profiles.naming import agent_name
 from profiles.services import (
+    agent_set_details,
     agent_set_learning,
     agent_set_read_rules,
     profile_for_user,
@@ -101,7 +110,7 @@ def agent_create(request: HtmxHttpRequest) -> HttpResponse:
             return render_page(request, TEMPLATE, context, partial="agents")
         return render_page(request, TEMPLATE, _page_context(request, agent_form=form), status=400)
     named = f" (“{agent.name}” in paths and tokens)" if agent.display_name else ""
-    message = f"Agent “{agent.label}” created{named}. Create a token so it can connect."
+    message = f"Agent “{agent_name(agent)}” created{named}. Create a token so it can connect."
     if request.htmx:
         context = _page_context(request, created_agent=agent, agent_message=message)
         return render_page(request, TEMPLATE, context, partial="agents")
@@ -152,6 +161,31 @@ def token_revoke_view(request: HtmxHttpRequest, token_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+def agent_rename(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
+    """Rename the agent as pages show it (any script); its card (htmx), else a redirect."""
+    agent = _get_agent_for_user(request.user, agent_id)
+    form = AgentRenameForm(request.POST)
+    if form.is_valid():
+        try:
+            agent = agent_set_details(agent=agent, display_name=form.cleaned_data["display_name"])
+        except ServiceError as error:
+            add_service_error(form, error)
+    if form.errors:
+        context = _page_context(request, rename_form=form, rename_form_agent_id=agent.pk)
+        context["agent"] = _agent_from(context, agent)
+        if request.htmx:
+            return render_page(request, TEMPLATE, context, partial="agent-card")
+        return render_page(request, TEMPLATE, context, status=400)
+    message = f"Renamed: pages now call it “{agent_name(agent)}”."
+    if request.htmx:
+        context = _page_context(request, rename_message=message)
+        context["agent"] = _agent_from(context, agent)
+        return render_page(request, TEMPLATE, context, partial="agent-card")
+    return done(request, message, reverse("agents"))
+
+
+@login_required
+@require_POST
 def agent_learning(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
     """The agent's "Learns from turns" switch: its part of the card (htmx), else a redirect."""
     agent = _get_agent_for_user(request.user, agent_id)
@@ -166,11 +200,11 @@ def agent_learning(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
     on = form.cleaned_data["learns_from_turns"]
     agent = agent_set_learning(agent=agent, learns_from_turns=on)
     if on:
-        message = f"Mnemo now learns from the turns “{agent.name}” reports."
+        message = f"Mnemo now learns from the turns “{agent_name(agent)}” reports."
         if not auto_learn:
             message += " Switch on learning from turns in Settings too."
     else:
-        message = f"Mnemo no longer learns from the turns “{agent.name}” reports."
+        message = f"Mnemo no longer learns from the turns “{agent_name(agent)}” reports."
     if request.htmx:
         context = {"agent": agent, "auto_learn": auto_learn, "learning_message": message}
         return render_page(request, TEMPLATE, context, partial="agent-learning")
@@ -202,7 +236,7 @@ def agent_read_rules(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
         context = _page_context(request)
         _agent_from(context, agent).rules_form = form  # this card's form, with its errors
         return render_page(request, TEMPLATE, context, status=400)
-    message = f"Saved what “{agent.label}” reads."
+    message = f"Saved what “{agent_name(agent)}” reads."
     if request.htmx:
         context = {"agent": agent, "rules_form": None, "rules_message": message}
         return render_page(request, TEMPLATE, context, partial="agent-rules")

@@ -319,9 +319,29 @@ def test_create_agent_token_reuses_the_agent(alice, alice_agent):
     assert alice_agent.tokens.count() == 1
 
 
-def test_create_agent_token_refuses_unknown_user_and_bad_name(alice):
+def test_create_agent_token_refuses_unknown_user_and_a_name_too_long(alice):
     with pytest.raises(CommandError, match="No user 'nobody'"):
         call_command("create_agent_token", "nobody", "x", stdout=StringIO(), stderr=StringIO())
-    with pytest.raises(CommandError, match="Agent names"):
-        call_command("create_agent_token", "alice", "Bad Name", stdout=StringIO())
+    with pytest.raises(CommandError, match="at most 100 characters"):
+        call_command("create_agent_token", "alice", "Я" * 101, stdout=StringIO())
     assert not Agent.objects.filter(user=alice).exists()
+
+
+def test_create_agent_token_takes_a_name_in_any_script(alice):
+    err = StringIO()
+    call_command("create_agent_token", "alice", "Асистент", stdout=StringIO(), stderr=err)
+    call_command(
+        "create_agent_token",
+        "alice",
+        "claude-desktop",
+        "--display-name",
+        " Claude\tDesktop ",
+        stdout=StringIO(),
+        stderr=StringIO(),
+    )
+    call_command("create_agent_token", "alice", "Bad Name", stdout=StringIO(), stderr=StringIO())
+
+    assert list(
+        Agent.objects.filter(user=alice).order_by("name").values_list("name", "display_name")
+    ) == [("asistent", "Асистент"), ("bad-name", "Bad Name"), ("claude-desktop", "Claude Desktop")]
+    assert "for agent 'Асистент' ('asistent' in paths and tokens)" in err.getvalue()

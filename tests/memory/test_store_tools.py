@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from activity.actors import Actor
+from lib.slugs import text_hash
 from lib.tokenizer import get_token_counter
 from llm.models import Turn, TurnStatus
 from memory.models import Memory, MemoryHistory, MemoryProposal, ProposalTrigger
@@ -130,9 +131,7 @@ def test_memory_store_never_replaces_a_memory_with_the_same_first_words(
     }
 
 
-def test_memory_store_of_text_without_latin_letters_gets_a_numbered_note_key(
-    call_tool, alice_token
-):
+def test_memory_store_of_text_in_another_script_gets_a_romanised_key(call_tool, alice_token):
     first = call_tool(
         alice_token, "memory_store", {"content": "喜欢绿茶", "category": "preference"}
     )
@@ -141,10 +140,13 @@ def test_memory_store_of_text_without_latin_letters_gets_a_numbered_note_key(
         alice_token, "memory_store", {"content": "不喝咖啡", "category": "preference"}
     )
 
-    assert [r.json()["key"] for r in (first, second, third)] == [
-        "preference:note",
-        "fact:note",
-        "preference:note-2",
+    fourth = call_tool(alice_token, "memory_store", {"content": "???", "category": "fact"})
+
+    assert [r.json()["key"] for r in (first, second, third, fourth)] == [
+        "preference:xi-huan-lu-cha",
+        "fact:zhu-zai-shang-hai",
+        "preference:bu-he-ka-fei",
+        f"fact:note-{text_hash('???')}",
     ]
 
 

@@ -8,7 +8,8 @@ from django.test import Client
 from django.utils import timezone
 
 from activity.actors import Actor
-from memory.entries import memory_rename
+from lib.slugs import text_hash
+from memory.entries import derive_slug, memory_rename
 from memory.keys import PROFILE_KEYS
 from memory.models import Memory, MemoryHistory
 from memory.services import memory_delete, memory_upsert
@@ -424,7 +425,9 @@ def test_the_add_form_has_no_slug_and_keeps_the_optional_key_under_more(as_alice
         ({"entry-key": "Bad Slug!", "entry-value": "x"}, "A key starts with a-z or 0-9"),
         ({"entry-key": "ok", "entry-value": "   "}, "Write what the assistant should know."),
         ({"entry-key": "ok", "entry-value": "x", "entry-tags": "ok, ???"}, "Tag &#x27;???"),
-        ({"entry-key": "", "entry-value": "???"}, "Could not make a key from the text"),
+        # A key the person types still follows the grammar; only one made from the text
+        # never refuses (test_entry_add_makes_a_key_from_text_in_any_script).
+        ({"entry-key": "???", "entry-value": "???"}, "A key starts with a-z or 0-9"),
     ],
 )
 def test_entry_add_errors(as_alice, alice, data, error):
@@ -440,6 +443,27 @@ def test_entry_add_errors(as_alice, alice, data, error):
     assert full.status_code == 400
     assert error in text(full)
     assert Memory.objects.filter(user=alice).count() == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ("我喜欢喝绿茶", "preference:wo-xi-huan-he-lu-cha"),
+        ("Я люблю зелёный чай", "preference:ya-lyublyu-zelenyy-chay"),
+        ("אני אוהב תה ירוק", "preference:ny-vhv-th-yrvk"),
+        ("أنا أحب الشاي الأخضر", "preference:n-hb-lshy-lkhdr"),
+        ("???", f"preference:note-{text_hash('???')}"),
+    ],
+)
+def test_entry_add_makes_a_key_from_text_in_any_script(as_alice, alice, value, key):
+    data = {"entry-kind": "preference", "entry-key": "", "entry-value": value}
+    response = as_alice.post("/entries/add/", data, headers=HX)
+
+    assert response.status_code == 200
+    assert 'class="field-error"' not in text(response)
+    # The same text from an agent gets the same key: one rule (memory/entries.py derive_slug).
+    assert derive_slug(value) == key.split(":", 1)[1]
+    assert list(Memory.objects.filter(user=alice).values_list("key", "value")) == [(key, value)]
 
 
 def test_entry_add_refuses_a_typed_key_that_is_taken(as_alice, alice):
