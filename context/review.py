@@ -130,9 +130,7 @@ def _apply(
 
 
 def _proposer(proposal: DocumentProposal) -> str:
-    if proposal.actor_agent is not None:
-        return f"agent {proposal.actor_agent.name}"
-    return proposal.actor_label
+    return proposal.actor_label  # "agent <its name>" (activity/actors.py)
 
 
 def _decide(

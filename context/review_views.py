@@ -66,9 +66,8 @@ class DocumentRow:
 
 
 def _agent_name(proposal: DocumentProposal) -> str:
-    if proposal.actor_agent is not None:
-        return proposal.actor_agent.name
-    return "a deleted agent" if proposal.actor_type == "agent" else proposal.actor_label
+    """Who proposed it, as every page names them (profiles/naming.py)."""
+    return proposal.actor_name
 
 
 def _outcome(proposal: DocumentProposal) -> str:

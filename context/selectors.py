@@ -42,6 +42,7 @@ from context.workspace import (
 from memory.models import ProposalStatus
 from memory.selectors import user_zone
 from profiles.models import Agent
+from profiles.naming import agent_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -88,7 +89,7 @@ def scope_mine(*, user: AbstractBaseUser) -> Scope:
 def scope_of_agent(*, agent: Agent) -> Scope:
     return Scope(
         key=f"{AGENT_PREFIX}{agent.name}",
-        label=f"Notes of agent {agent.name}",
+        label=f"Notes of agent {agent_name(agent)}",
         user=agent.user,
         agent=agent,
         writable=True,

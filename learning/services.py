@@ -18,6 +18,7 @@ from activity import events
 from activity.actors import Actor
 from llm.models import Turn, TurnStatus
 from memory.occurrence import clean_session
+from profiles.naming import agent_name
 from profiles.services import profile_for_user
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def learning_off_reason(profile: Profile, agent: Agent) -> str:
     if not profile.auto_learn:
         return "Learning from turns is off for this account (Settings → Learning from turns)."
     if not agent.learns_from_turns:
-        return f"Learning from turns is off for agent '{agent.name}' (Agents page)."
+        return f"Learning from turns is off for agent '{agent_name(agent)}' (Agents page)."
     return ""
 
 

@@ -99,9 +99,8 @@ class Row:
 
 
 def _agent_name(proposal: MemoryProposal) -> str:
-    if proposal.actor_agent is not None:
-        return proposal.actor_agent.name
-    return "a deleted agent" if proposal.actor_type == "agent" else proposal.actor_label
+    """Who proposed it, as every page names them (profiles/naming.py)."""
+    return proposal.actor_name
 
 
 def _why(proposal: MemoryProposal) -> str:

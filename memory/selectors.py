@@ -29,6 +29,7 @@ from activity.actors import ActorKind
 from memory.keys import ENTRY_KINDS, PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal, ProposalStatus
 from memory.snapshots import state_problem
+from profiles.naming import agent_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -205,8 +206,11 @@ def memory_history_for_key(
 
 
 def memory_agent_names(*, user: AbstractBaseUser, keys: Iterable[str]) -> dict[str, str]:
-    """For each key, the name of the agent that last wrote it (keys no agent wrote are absent).
-    An agent whose note was merged into it (HistoryAction.MERGE) only said it again."""
+    """For each key, the name of the agent that last wrote it, as pages name agents
+    (profiles/naming.py; keys no agent wrote are absent). An agent whose note was merged
+    into it (HistoryAction.MERGE) only said it again."""
+    from profiles.models import Agent
+
     rows = (
         MemoryHistory.objects.filter(
             user=user,
@@ -218,9 +222,11 @@ def memory_agent_names(*, user: AbstractBaseUser, keys: Iterable[str]) -> dict[s
         .exclude(action=HistoryAction.MERGE)
         .order_by("key", "-created_at", "-id")
         .distinct("key")
-        .values_list("key", "actor_agent__name")
+        .values_list("key", "actor_agent")
     )
-    return dict(rows)
+    last = dict(rows)
+    agents = Agent.objects.in_bulk(set(last.values()))
+    return {key: agent_name(agents.get(agent_id)) for key, agent_id in last.items()}
 
 
 def deleted_memory_list(

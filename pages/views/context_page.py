@@ -38,14 +38,23 @@ from memory.forms import (
 )
 from memory.keys import PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import HistoryAction, Memory, MemoryHistory
-from memory.selectors import memory_list, user_zone
-from memory.working_memory import DAMAGED, EMPTY, OVER_BUDGET, build_working_memory, check_as_of
+from memory.selectors import memory_agent_names, memory_list, user_zone
+from memory.working_memory import (
+    DAMAGED,
+    EMPTY,
+    OVER_BUDGET,
+    USER,
+    Line,
+    build_working_memory,
+    check_as_of,
+)
 from pages.views.context_entry_list import entries_context
 from pages.views.context_shared import (
     PAGE,
     TABS,
     annotate_memories,
     context_tab_links,
+    joined_with_and,
     quoted,
     shown_text,
     tab_url,
@@ -138,6 +147,19 @@ def style_rows(
     return rows
 
 
+def stated_by_names(user: AbstractBaseUser, lines: list[Line]) -> list[tuple[Line, str]]:
+    """Each line of the block with the names of the agents that stated it ("Асистент and
+    cursor"), as pages name agents; "" for a line only the user stated, or one no agent
+    of the user's wrote (an import's, say)."""
+    keys = {key for line in lines if line.stated_by != USER for key in line.keys}
+    names = memory_agent_names(user=user, keys=keys) if keys else {}
+    shown = []
+    for line in lines:
+        agents = list(dict.fromkeys(names[key] for key in line.keys if key in names))
+        shown.append((line, joined_with_and(agents) if agents else ""))
+    return shown
+
+
 def preview_context(
     user: AbstractBaseUser, budget_form: BudgetForm | None = None, *, as_of: str = ""
 ) -> dict:
@@ -154,6 +176,7 @@ def preview_context(
     ]
     return {
         "wm": block,
+        "wm_who": stated_by_names(user, block.lines),
         "wm_percent": min(100, round(100 * block.tokens / block.budget)) if block.budget else 0,
         "omitted": omitted[:OMITTED_SHOWN],
         "omitted_more": max(0, len(omitted) - OMITTED_SHOWN),

@@ -18,7 +18,7 @@ from memory.models import Memory, MemoryHistory, Source
 from memory.services import memory_delete, memory_restore, memory_update, memory_upsert
 from memory.uses import memory_record_access
 from memory.working_memory import Line, Omitted, WorkingMemory, build_working_memory
-from profiles.services import profile_update
+from profiles.services import agent_set_details, profile_update
 from tests.factories import MemoryFactory
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -858,6 +858,7 @@ def as_alice(client, alice):
 
 
 def test_preview_shows_who_stated_each_line(as_alice, alice, alice_agent):
+    agent_set_details(agent=alice_agent, display_name="Асистент")
     memory_upsert(user=alice, key="name", value="Kevin", actor=Actor.for_user(alice))
     memory_upsert(
         user=alice, key="fact:office", value="works from Lisbon", actor=Actor.for_agent(alice_agent)
@@ -870,8 +871,9 @@ def test_preview_shows_who_stated_each_line(as_alice, alice, alice_agent):
         'aria-label="Working memory block">### About you\nKevin\n\n'
         "### What I&#x27;ve noticed\n- Fact: works from Lisbon\n</pre>"
     ) in body
-    assert '<li><span class="badge user">you</span> Kevin</li>' in body
-    assert '<li><span class="badge agent">agent</span> - Fact: works from Lisbon</li>' in body
+    assert '<li><span class="badge user">you</span> <bdi dir="auto">Kevin</bdi></li>' in body
+    # The agent by the name pages call it (profiles/naming.py), not just "agent".
+    assert '<li><bdi class="badge agent" dir="auto">Асистент</bdi> <bdi dir="auto">' in body
     assert '<h2 id="preview-title">Working memory</h2>' in body
     assert 'id="as-of-form"' in body
     assert "in UTC." in body

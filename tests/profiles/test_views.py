@@ -59,7 +59,7 @@ def test_page_lists_agents_and_tokens(client, alice, alice_agent, issued):
     assert "<html" in html
     assert response["Cache-Control"].startswith("max-age=0")
     heading = f'<h2 id="agent-{alice_agent.pk}-name"><span class="badge agent">agent</span>'
-    assert f"{heading} assistant</h2>" in html
+    assert f'{heading} <bdi class="agent-name" dir="auto">assistant</bdi></h2>' in html
     assert f'<tr id="token-{issued.token.pk}" class="active">' in html
     assert f"<code>{issued.token.prefix}…</code>" in html
     assert '<td data-label="Label">laptop</td>' in html
@@ -148,10 +148,53 @@ def test_an_agent_named_as_people_write_it_gets_a_derived_path_name(client, alic
     assert "In paths and tokens: <code>claude-desktop</code>" in html
 
 
+def test_an_agent_named_in_another_script_keeps_that_name(client, alice):
+    client.force_login(alice)
+
+    response = client.post("/agents/new/", {"name": "Асистент"}, headers=HX)
+
+    agent = Agent.objects.get(user=alice)
+    assert (agent.name, agent.display_name) == ("asistent", "Асистент")
+    html = response.content.decode()
+    assert "Agent “Асистент” created (“asistent” in paths and tokens)." in html
+    assert '<bdi class="agent-name" dir="auto">Асистент</bdi>' in html
+
+
+def test_rename_an_agent_in_any_script(client, alice, alice_agent):
+    client.force_login(alice)
+    url = f"/agents/{alice_agent.pk}/rename/"
+
+    htmx = client.post(url, {"display_name": " Асистент\u202e "}, headers=HX)
+    alice_agent.refresh_from_db()
+    assert (alice_agent.name, alice_agent.display_name) == ("assistant", "Асистент")
+    html = htmx.content.decode()
+    assert "<html" not in html
+    assert "Renamed: pages now call it “Асистент”." in html
+    assert f'id="agent-{alice_agent.pk}-name"' in html
+
+    full = client.post(url, {"display_name": "Claude Desktop"})
+    assert (full.status_code, full["Location"]) == (302, "/agents/")
+    alice_agent.refresh_from_db()
+    assert (alice_agent.name, alice_agent.display_name) == ("assistant", "Claude Desktop")
+
+    refused = client.post(url, {"display_name": "\x01"}, headers=HX)
+    assert "Give the agent a name." in refused.content.decode()
+    alice_agent.refresh_from_db()
+    assert alice_agent.display_name == "Claude Desktop"
+
+
+def test_bob_cannot_rename_alices_agent(client, bob, alice_agent):
+    client.force_login(bob)
+    response = client.post(f"/agents/{alice_agent.pk}/rename/", {"display_name": "Mine"})
+    assert response.status_code == 404
+    alice_agent.refresh_from_db()
+    assert alice_agent.display_name == ""
+
+
 @pytest.mark.parametrize(
     ("name", "error"),
     [
-        ("???", "Give the agent a name with at least one letter or digit (a-z, 0-9)."),
+        ("\x01\x02", "Give the agent a name."),
         ("", "This field is required."),
         ("x" * 101, "Ensure this value has at most 100 characters (it has 101)."),
     ],
