@@ -45,7 +45,7 @@ def _content_field(label: str = "Content") -> forms.CharField:
         label=label,
         required=False,
         strip=False,
-        widget=forms.Textarea(attrs={"rows": CONTENT_ROWS, "spellcheck": "true"}),
+        widget=forms.Textarea(attrs={"rows": CONTENT_ROWS, "spellcheck": "true", "dir": "auto"}),
         help_text="Markdown: # headings, - lists, **bold**, [links](https://example.com).",
     )
 
@@ -58,7 +58,9 @@ class DocumentCreateForm(forms.Form):
         label="Path",
         strip=False,
         help_text="Folders come from the path, e.g. projects/alpha/notes.md or MEMORY.md.",
-        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": "notes/ideas.md"}),
+        widget=forms.TextInput(
+            attrs={"autocomplete": "off", "placeholder": "notes/ideas.md", "dir": "auto"}
+        ),
     )
     content = _content_field()
 
@@ -110,7 +112,7 @@ class DailyLineForm(forms.Form):
         label="Add a line to today's log",
         max_length=2000,
         help_text="Saved as “- HH:MM your line” in your timezone.",
-        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+        widget=forms.TextInput(attrs={"autocomplete": "off", "dir": "auto"}),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

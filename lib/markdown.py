@@ -11,6 +11,10 @@ ALLOWED_TAGS = {
     "hr", "li", "ol", "p", "pre", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul",
 }  # fmt: skip
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}}
+# Each block takes the direction of its own first letters (an Arabic paragraph reads right to
+# left in an English document, and the other way round); set by the sanitizer, never taken
+# from the text.
+DIRECTED_TAGS = ("p", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "td", "th")
 
 
 def render_markdown(text: str) -> SafeString:
@@ -21,6 +25,7 @@ def render_markdown(text: str) -> SafeString:
         html,
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
+        set_tag_attribute_values={tag: {"dir": "auto"} for tag in DIRECTED_TAGS},
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
     )

@@ -65,11 +65,11 @@ class ProfileForm(forms.Form):
         self.user = user
         for key, (label, help_text) in PROFILE_FIELDS.items():
             if key == "summary":
-                widget: forms.Widget = forms.Textarea(attrs={"rows": 4})
+                widget: forms.Widget = forms.Textarea(attrs={"rows": 4, "dir": "auto"})
             elif key == "timezone":
                 widget = forms.TextInput(attrs={"list": "timezones", "autocomplete": "off"})
             else:
-                widget = forms.TextInput()
+                widget = forms.TextInput(attrs={"dir": "auto"})  # a name in any script
             self.fields[key] = forms.CharField(
                 label=label,
                 required=False,
@@ -162,7 +162,7 @@ class EntryForm(forms.Form):
     SERVICE_FIELDS: ClassVar[dict[str, str]] = {"slug": "key"}
 
     kind = forms.ChoiceField(label="Kind", choices=list(KIND_LABELS.items()))
-    value = forms.CharField(label="Text", widget=forms.Textarea(attrs={"rows": 3}))
+    value = forms.CharField(label="Text", widget=forms.Textarea(attrs={"rows": 3, "dir": "auto"}))
     tags = forms.CharField(
         label="Tags", required=False, help_text="Comma-separated, e.g. work, reports."
     )

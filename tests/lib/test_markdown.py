@@ -5,7 +5,7 @@ from lib.markdown import render_markdown
 
 def test_markdown_renders_the_usual_things():
     html = render_markdown("# Title\n\n- **bold** item\n- [link](https://example.com)\n")
-    assert "<h1>Title</h1>" in html
+    assert '<h1 dir="auto">Title</h1>' in html
     assert "<strong>bold</strong>" in html
     assert 'href="https://example.com"' in html
     assert 'rel="noopener noreferrer nofollow"' in html

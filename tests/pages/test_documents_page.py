@@ -167,14 +167,14 @@ def test_document_renders_markdown_full_page_and_partial(as_alice, alice):
     body = text(page)
     assert page.status_code == 200
     assert "<html" in body
-    assert "<h1>Plan</h1>" in body
-    assert "<li><strong>ship</strong> it</li>" in body
+    assert '<h1 dir="auto">Plan</h1>' in body
+    assert '<li dir="auto"><strong>ship</strong> it</li>' in body
     assert '<h2 id="doc-panel-title" class="doc-title">notes.md</h2>' in body
     assert 'href="/documents/mine/folder/projects/alpha"' in body  # breadcrumbs
     partial = as_alice.get(f"/documents/mine/file/{NOTES}", headers=HX)
     assert "<html" not in text(partial)
     assert text(partial).lstrip().startswith('<section id="doc-panel"')
-    assert "<h1>Plan</h1>" in text(partial)
+    assert '<h1 dir="auto">Plan</h1>' in text(partial)
     assert 'id="doc-tree"' not in text(partial)
 
 
@@ -380,7 +380,7 @@ def test_save_with_htmx_shows_the_document_again(as_alice, alice):
     assert response.status_code == 200
     assert response["HX-Push-Url"] == f"/documents/mine/file/{NOTES}"
     assert '<span class="saved" role="status">Saved.</span>' in body
-    assert "<h1>v2</h1>" in body
+    assert '<h1 dir="auto">v2</h1>' in body
     assert 'hx-swap-oob="true"' in body
     assert body_of(alice, NOTES) == "# v2\n\nmore"
 
@@ -426,7 +426,7 @@ def test_conflict_keeps_the_users_text_and_writes_nothing(as_alice, alice, alice
         assert "Reload it and apply your edit again" not in body  # one message, not two
         assert "Your text is still in the box above, so nothing is lost." in body
         assert ">\nmy careful edit</textarea>" in body
-        assert "<p>the agent's v2</p>" in body  # the newer version, shown beside it
+        assert '<p dir="auto">the agent\'s v2</p>' in body  # the newer version, shown beside it
         assert f'name="base_version" value="{newest}"' in body
         assert snapshot() == before
 
@@ -502,7 +502,7 @@ def test_delete_with_htmx_offers_undo_and_undo_restores(as_alice, alice):
     assert response.status_code == 200
     assert response["HX-Push-Url"] == f"/documents/mine/file/{NOTES}"
     assert f"Restored {NOTES}." in text(response)
-    assert "<p>precious</p>" in text(response)
+    assert '<p dir="auto">precious</p>' in text(response)
     assert body_of(alice, NOTES) == "precious"
 
 
@@ -544,7 +544,7 @@ def test_history_lists_who_did_what_and_restores_an_older_version(as_alice, alic
 
     version = as_alice.get(f"/documents/versions/{first.pk}/")
     assert version.status_code == 200
-    assert "<p>first</p>" in text(version)
+    assert '<p dir="auto">first</p>' in text(version)
     assert "Restore this version" in text(version)
 
     response = as_alice.post(f"/documents/versions/{first.pk}/restore/", headers=HX)
@@ -725,7 +725,7 @@ def test_company_documents_are_read_only_when_readable(as_alice, alice, settings
     assert "Company (read-only)" in page
     assert 'href="/documents/company/file/handbook.md"' in page
     view = text(as_alice.get("/documents/company/file/handbook.md"))
-    assert "<h1>Handbook</h1>" in view
+    assert '<h1 dir="auto">Handbook</h1>' in view
     assert '<span class="badge">Read-only</span>' in view
     assert "/documents/company/edit/" not in view
     assert "/documents/company/delete/" not in view

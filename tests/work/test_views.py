@@ -122,8 +122,8 @@ def test_detail_renders_markdown(client, alice, alice_work):
     assert response.status_code == 200
     assert "<html" in html
     assert '<h1 id="work-title">Weekly report</h1>' in html
-    assert "<h1>Findings</h1>" in html
-    assert "<li><strong>two</strong></li>" in html
+    assert '<h1 dir="auto">Findings</h1>' in html
+    assert '<li dir="auto"><strong>two</strong></li>' in html
     assert "<dt>Kind</dt><dd>Report</dd>" in html
     assert '<span class="badge agent">assistant</span>' in html
 
@@ -134,7 +134,7 @@ def test_detail_htmx_partial(client, alice, alice_work):
     html = response.content.decode()
     assert "<html" not in html
     assert '<h1 id="work-title">Draft reply</h1>' in html
-    assert "<p>Hello</p>" in html
+    assert '<p dir="auto">Hello</p>' in html
 
 
 @pytest.mark.parametrize(
@@ -157,7 +157,7 @@ def test_detail_markdown_is_sanitized(client, alice, body, forbidden):
         region = body_region(response).lower()
         assert forbidden not in region
         assert "alert(1)" not in response.content.decode()
-        assert "<p>intro</p>" in region
+        assert '<p dir="auto">intro</p>' in region
 
 
 def test_title_is_escaped(client, alice):
