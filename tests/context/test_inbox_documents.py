@@ -62,16 +62,16 @@ def test_the_inbox_shows_the_change_escaped_with_its_diff_and_whole_text(
     html = text(as_alice.get(INBOX))
 
     row = html.split(f'id="document-proposal-{proposal.pk}"')[1].split("</li>")[0]
-    assert '<strong>Replace</strong> <code class="key">SOUL.md</code>' in row
+    assert '<strong>Replace</strong> <code class="key" dir="auto">SOUL.md</code>' in row
     assert "<script>" not in html.split("<main")[1]
-    assert "<del>- Be kind.</del>" in row
-    assert "<ins>+ &lt;script&gt;alert(1)&lt;/script&gt;</ins>" in row
-    assert "<ins>+ ## Working memory</ins>" in row
+    assert '<del>- <bdi dir="auto">Be kind.</bdi></del>' in row
+    assert '<ins>+ <bdi dir="auto">&lt;script&gt;alert(1)&lt;/script&gt;</bdi></ins>' in row
+    assert '<ins>+ <bdi dir="auto">## Working memory</bdi></ins>' in row
     assert (
-        '<pre class="value">&lt;script&gt;alert(1)&lt;/script&gt;\n## Working memory\n'
+        '<pre class="value" dir="auto">&lt;script&gt;alert(1)&lt;/script&gt;\n## Working memory\n'
         "### About you\nI am root.</pre>"
     ) in row
-    assert 'Proposed by <span class="badge agent">assistant</span>' in row
+    assert 'Proposed by <bdi class="badge agent" dir="auto">assistant</bdi>' in row
     assert f'action="{accept_url(proposal)}"' in row
     assert f'action="{reject_url(proposal)}"' in row
     assert 'aria-label="Inbox, 1 waiting"' in html  # the navigation counts it
@@ -142,7 +142,7 @@ def test_a_deletion_shows_what_it_removes(as_alice, alice, call_tool, alice_toke
     html = text(as_alice.get(INBOX))
     row = html.split(f'id="document-proposal-{proposal.pk}"')[1].split("</li>")[0]
     assert "<strong>Delete</strong>" in row
-    assert "<del>- - jq</del>" in row
+    assert '<del>- <bdi dir="auto">- jq</bdi></del>' in row
     assert "The whole text it would leave" not in row
 
     response = as_alice.post(accept_url(proposal))

@@ -575,14 +575,16 @@ def test_turn_page_tells_the_whole_story(client, alice, alice_agent, processed_t
     html = response.content.decode()
     assert response.status_code == 200
     assert f'<h1 id="turn-title">Turn {turn.pk}</h1>' in html
-    assert '<dt>Reported by</dt><dd><span class="badge agent">assistant</span></dd>' in html
+    assert (
+        '<dt>Reported by</dt><dd><bdi class="badge agent" dir="auto">assistant</bdi></dd>' in html
+    )
     assert '<span id="turn-status" class="turn-status turn-status-done">Processed</span>' in html
     assert "<code>conv-7/turn-3</code>" in html
     # What was said, escaped.
     assert "Remember: &lt;b&gt;I&lt;/b&gt; prefer tabs." in html
     assert "Got it &amp; noted." in html
     assert "<summary><code>run_tests</code>" in html
-    assert "<pre>FAILED test_x &lt;script&gt;alert(1)&lt;/script&gt;</pre>" in html
+    assert '<pre dir="auto">FAILED test_x &lt;script&gt;alert(1)&lt;/script&gt;</pre>' in html
     assert "<code>&lt;img src=x&gt;</code>" in html
     assert "<script>alert(1)" not in html
     assert '<details class="tool-output" id="tool-output-2">' in html
@@ -773,7 +775,7 @@ def test_turn_list_with_one_line_outcomes(client, alice, alice_agent, processed_
     assert "3 turns." in html
     row = re.search(rf'<tr id="turn-{processed_turn.turn.pk}">(.*?)</tr>', html, re.S).group(1)
     assert f'<a href="/turns/{processed_turn.turn.pk}/">Turn {processed_turn.turn.pk}</a>' in row
-    assert '<span class="badge agent">assistant</span>' in row
+    assert '<bdi class="badge agent" dir="auto">assistant</bdi>' in row
     assert (
         '<td class="what" data-label="What came of it">Profile rewritten · 1 observation captured,'
         " 1 duplicate, 1 proposal · 1,152 LLM tokens</td>"

@@ -95,11 +95,14 @@ def test_an_agents_change_to_what_the_user_said_waits_with_a_diff(
     html = text(response)
     assert response.status_code == 200
     assert row_ids(html) == [proposal.pk]
-    assert '<p class="value diff">Prefers<ins> short</ins> bullet points in reports</p>' in html
+    assert (
+        '<p class="value diff" dir="auto">Prefers<ins> short</ins> bullet points in reports</p>'
+        in html
+    )
     assert "<li>Adds tag work</li><li>Pins it</li>" in html
-    assert 'Proposed by <span class="badge agent">assistant</span>' in html
+    assert 'Proposed by <bdi class="badge agent" dir="auto">assistant</bdi>' in html
     assert "Why it waits: changes what you said" in html
-    assert "The agent's reason: “Said so &lt;b&gt;today&lt;/b&gt;”" in html
+    assert 'The agent\'s reason: “<bdi dir="auto">Said so &lt;b&gt;today&lt;/b&gt;</bdi>”' in html
     assert f'<textarea id="edit-{proposal.pk}" name="value" rows="3">{PROPOSED}</textarea>' in html
     assert value_of(alice, KEY) == (STATED, "user_stated")  # nothing applied yet
 
@@ -116,9 +119,9 @@ def test_a_deletion_is_struck_through_and_a_new_memory_shown(
 
     html = text(as_alice.get(INBOX))
 
-    assert '<p class="value diff"><del>Always include a TL;DR</del></p>' in html
+    assert '<p class="value diff" dir="auto"><del>Always include a TL;DR</del></p>' in html
     assert "Why it waits: deletes what you said" in html
-    assert '<p class="value diff"><ins>Likes tea</ins></p>' in html
+    assert '<p class="value diff" dir="auto"><ins>Likes tea</ins></p>' in html
     assert "Why it waits: new memory (you review agents&#x27; new memories)" in html
     # Newest first; a deletion has nothing to edit.
     ids = [adding.json()["proposal"]["id"], deleting.json()["proposal"]["id"]]
@@ -147,7 +150,7 @@ def test_a_replaced_word_is_struck_through_beside_its_replacement(
 
     html = text(as_alice.get(INBOX))
 
-    assert '<p class="value diff"><del>Kevin</del> <ins>Kev</ins></p>' in html
+    assert '<p class="value diff" dir="auto"><del>Kevin</del> <ins>Kev</ins></p>' in html
 
 
 def test_agent_text_is_escaped_in_the_diff(as_alice, alice, alice_token, call_tool):

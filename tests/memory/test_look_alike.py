@@ -248,7 +248,7 @@ def test_the_page_shows_each_group_escaped(as_alice, alice, agent, monkeypatch):
     assert "likes green tea &lt;b&gt;" in html
     assert "2 fact notes look alike. Keep which?" in html
     assert html.count('name="keep"') == 2
-    assert 'noted by <span class="badge agent">assistant</span>' in html
+    assert 'noted by <bdi class="badge agent" dir="auto">assistant</bdi>' in html
 
 
 def test_merging_from_the_page_with_htmx_answers_the_outcome_with_an_undo(as_alice, alice, agent):

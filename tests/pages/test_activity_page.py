@@ -63,7 +63,7 @@ def test_full_page_lists_events_newest_first(client, alice, alice_history):
     coffee = alice_history[1]
     coffee_history = f"/history/{coffee.payload['history_id']}/"
     assert f'Created <a href="{coffee_history}"><code>fact:coffee</code></a>' in html
-    assert '<span class="badge agent">assistant</span>' in html
+    assert '<bdi class="badge agent" dir="auto">assistant</bdi>' in html
     assert '<span class="badge user">you</span>' in html
     assert f'datetime="{written_by_alice.created_at.isoformat()}"' in html
 

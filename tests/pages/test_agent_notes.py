@@ -185,6 +185,8 @@ def test_a_notes_history_says_whose_note_it_is_and_shows_only_its_changes(as_ali
 
     html = as_alice.get(f"/memories/{note.pk}/history/").content.decode()
 
-    assert "Coder &lt;b&gt;bot&lt;/b&gt;'s own note, not your memory." in html
+    assert (
+        '<bdi dir="auto">Coder &lt;b&gt;bot&lt;/b&gt;</bdi>\'s own note, not your memory.' in html
+    )
     assert "Builds on ARM" in html
     assert "The user&#x27;s own" not in html

@@ -570,7 +570,9 @@ def test_changing_the_kind_renames_the_entry_and_keeps_its_history(as_alice, ali
     assert "History of <code>preference:oat-milk</code>" in page
     assert page.count('class="timeline-item') == 3
     assert "Renamed from <code>fact:oat-milk</code> to <code>preference:oat-milk</code>" in page
-    assert '<span class="new">Oat milk in flat whites</span>' in page  # the create, before
+    assert (
+        '<span class="new" dir="auto">Oat milk in flat whites</span>' in page
+    )  # the create, before
     # A version from before the rename is restored under the key the memory has now.
     create = MemoryHistory.objects.get(user=alice, action="create")
     assert f'action="/history/{create.pk}/restore/"' in page
@@ -713,7 +715,9 @@ def test_entry_cards_read_as_text_with_the_key_in_the_details_line(as_alice, ali
     body = text(as_alice.get("/?tab=entries"))
     card = body.split(f'<li id="memory-{memory.pk}"', 1)[1].split("</li>", 1)[0]
     assert (
-        card.split(">", 1)[1].lstrip().startswith('<h4 class="value">Always include a TL;DR</h4>')
+        card.split(">", 1)[1]
+        .lstrip()
+        .startswith('<h4 class="value" dir="auto">Always include a TL;DR</h4>')
     )
     assert '<span class="badge kind">Instruction</span>' in card
     assert '<span class="badge user">stated by you</span>' in card
@@ -832,10 +836,10 @@ def test_history_timeline_and_restore_older_value(as_alice, alice, alice_agent):
     body = text(page)
     assert page.status_code == 200
     assert "<html" in body
-    assert '<span class="old">Drinks tea</span>' in body
-    assert '<span class="new">Drinks coffee</span>' in body
-    assert '<span class="badge agent">agent assistant</span>' in body
-    assert '<span class="badge user">you</span>' in body
+    assert '<span class="old" dir="auto">Drinks tea</span>' in body
+    assert '<span class="new" dir="auto">Drinks coffee</span>' in body
+    assert '<span class="badge agent" dir="auto">agent assistant</span>' in body
+    assert '<span class="badge user" dir="auto">you</span>' in body
     partial = as_alice.get(f"/memories/{memory.pk}/history/", headers=HX)
     assert text(partial).lstrip().startswith('<div id="history-timeline">')
 

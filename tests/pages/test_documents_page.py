@@ -123,12 +123,12 @@ def test_tree_has_a_section_per_scope_with_nested_folders(as_alice, alice, alice
     write(alice, "AGENT_MEMORY.md", "agent's own notes", agent=alice_agent)
     write_global("handbook.md", "company handbook")
     body = text(as_alice.get("/documents/"))
-    assert '<h2 id="scope-1">Your documents</h2>' in body
-    assert '<h2 id="scope-2">Notes of agent assistant</h2>' in body
+    assert '<h2 id="scope-1" dir="auto">Your documents</h2>' in body
+    assert '<h2 id="scope-2" dir="auto">Notes of agent assistant</h2>' in body
     assert "Company (read-only)" not in body
     assert "handbook.md" not in body
-    assert '<span class="folder-name">projects/</span>' in body
-    assert '<span class="folder-name">alpha/</span>' in body
+    assert '<bdi class="folder-name" dir="auto">projects</bdi>/' in body
+    assert '<bdi class="folder-name" dir="auto">alpha</bdi>/' in body
     assert f'href="/documents/mine/file/{NOTES}"' in body
     assert 'href="/documents/mine/file/MEMORY.md"' in body
     assert 'href="/documents/agents/assistant/file/AGENT_MEMORY.md"' in body
@@ -139,8 +139,10 @@ def test_folders_holding_the_open_document_start_open(as_alice, alice):
     write(alice, NOTES, "alpha")
     write(alice, "other/x.md", "x")
     body = text(as_alice.get(f"/documents/mine/file/{NOTES}"))
-    assert '<details open>\n      <summary><span class="folder-name">projects/' in body
-    assert '<details>\n      <summary><span class="folder-name">other/' in body
+    assert (
+        '<details open>\n      <summary><bdi class="folder-name" dir="auto">projects</bdi>/' in body
+    )
+    assert '<details>\n      <summary><bdi class="folder-name" dir="auto">other</bdi>/' in body
 
 
 def test_folder_page_lists_what_is_inside(as_alice, alice):
@@ -169,7 +171,7 @@ def test_document_renders_markdown_full_page_and_partial(as_alice, alice):
     assert "<html" in body
     assert '<h1 dir="auto">Plan</h1>' in body
     assert '<li dir="auto"><strong>ship</strong> it</li>' in body
-    assert '<h2 id="doc-panel-title" class="doc-title">notes.md</h2>' in body
+    assert '<h2 id="doc-panel-title" class="doc-title" dir="auto">notes.md</h2>' in body
     assert 'href="/documents/mine/folder/projects/alpha"' in body  # breadcrumbs
     partial = as_alice.get(f"/documents/mine/file/{NOTES}", headers=HX)
     assert "<html" not in text(partial)
@@ -492,7 +494,7 @@ def test_delete_with_htmx_offers_undo_and_undo_restores(as_alice, alice):
     deleted = DocumentVersion.objects.get(path=NOTES, action="delete")
     assert response.status_code == 200
     assert response["HX-Push-Url"] == f"/documents/?undo={deleted.pk}"
-    assert f"Deleted <code>{NOTES}</code>." in body
+    assert f'Deleted <code dir="auto">{NOTES}</code>.' in body
     assert f'hx-post="/documents/versions/{deleted.pk}/restore/"' in body
     assert 'hx-swap-oob="true"' in body
     assert f'href="/documents/mine/file/{NOTES}"' not in body  # gone from the tree
@@ -537,8 +539,8 @@ def test_history_lists_who_did_what_and_restores_an_older_version(as_alice, alic
     body = text(response)
     assert response.status_code == 200
     assert body.index(f'id="version-{second.pk}"') < body.index(f'id="version-{first.pk}"')
-    assert 'by <span class="badge agent">agent assistant</span>' in body
-    assert 'by <span class="badge user">you</span>' in body
+    assert 'by <span class="badge agent" dir="auto">agent assistant</span>' in body
+    assert 'by <span class="badge user" dir="auto">you</span>' in body
     assert f'hx-post="/documents/versions/{first.pk}/restore/"' in body
     assert f'hx-post="/documents/versions/{second.pk}/restore/"' not in body  # current already
 
@@ -565,8 +567,8 @@ def test_a_version_shows_what_it_changed_escaped(as_alice, alice):
     body = text(as_alice.get(f"/documents/versions/{second.pk}/"))
 
     assert "What this version changed" in body
-    assert "<del>- - line 5</del>" in body
-    assert "<ins>+ - &lt;b&gt;new&lt;/b&gt; line</ins>" in body
+    assert '<del>- <bdi dir="auto">- line 5</bdi></del>' in body
+    assert '<ins>+ <bdi dir="auto">- &lt;b&gt;new&lt;/b&gt; line</bdi></ins>' in body
     assert "- line 3" in body  # context around the change
     assert "- line 0" not in body.split("What this version changed")[1]  # far lines fold
     first_page = text(as_alice.get(f"/documents/versions/{first.pk}/"))

@@ -76,9 +76,9 @@ def test_lists_who_deleted_it_with_restore_and_its_versions(client, alice, agent
 
     row = row_of(client.get(PAGE).content.decode(), agent_deleted)
 
-    assert '<code class="path">notes.md</code>' in row
-    assert '<span class="badge user">Your documents</span>' in row
-    assert 'Deleted by <span class="badge agent">agent assistant</span>' in row
+    assert '<code class="path" dir="auto">notes.md</code>' in row
+    assert '<span class="badge user" dir="auto">Your documents</span>' in row
+    assert 'Deleted by <span class="badge agent" dir="auto">agent assistant</span>' in row
     assert f'hx-post="{restore_url(agent_deleted)}"' in row
     assert f'<a href="/documents/versions/{agent_deleted.pk}/">What was deleted' in row
     assert '<a href="/documents/mine/history/notes.md">Versions' in row
@@ -145,7 +145,7 @@ def test_an_agents_notes_come_back_in_its_folder(client, alice, alice_agent):
     client.force_login(alice)
 
     row = row_of(client.get(PAGE).content.decode(), version)
-    assert '<span class="badge agent">Notes of agent assistant</span>' in row
+    assert '<span class="badge agent" dir="auto">Notes of agent assistant</span>' in row
 
     response = client.post(restore_url(version))
 
@@ -182,7 +182,7 @@ def test_a_read_only_shared_scope_is_not_listed_nor_restorable(client, alice, bo
 
     client.force_login(bob)
     row = row_of(client.get(PAGE).content.decode(), version)
-    assert '<span class="badge shared">Shared: team</span>' in row
+    assert '<span class="badge shared" dir="auto">Shared: team</span>' in row
     assert client.post(restore_url(version))["Location"] == "/documents/shared/team/file/runbook.md"
 
 

@@ -192,11 +192,14 @@ def test_results_hold_the_memory_and_the_document_with_links_and_score_parts(as_
     assert "Order QX-88213 was refunded after it arrived broken" in body
     assert f'<a href="/memories/{memory.pk}/history/">History' in body
     assert (
-        '<a href="/documents/mine/file/projects/parcel.md"><code class="path">'
+        '<a href="/documents/mine/file/projects/parcel.md"><code class="path" dir="auto">'
         "projects/parcel.md</code></a>" in body
     )
     assert '<span class="badge scope-user">Your documents</span>' in body
-    assert '<p class="snippet">Parcel\n\nThe <mark>QX-88213</mark> parcel was late</p>' in body
+    assert (
+        '<p class="snippet" dir="auto">Parcel\n\nThe <mark>QX-88213</mark> parcel was late</p>'
+        in body
+    )
     # Both sides found both rows first: the score parts say so.
     assert body.count('">words #1 · meaning #1</span>') == 2
     assert 'title="Found by its words (rank 1) and by meaning (rank 1); score ' in body
@@ -267,7 +270,7 @@ def test_everything_users_wrote_is_escaped_and_highlights_still_work(as_alice, a
         body = text(response)
         assert "<script>alert" not in body
         assert "<img src=x" not in body
-        assert f'<p class="value">zebra {ESCAPED}</p>' in body
+        assert f'<p class="value" dir="auto">zebra {ESCAPED}</p>' in body
         assert "<mark>zebra</mark>" in body
         assert "onerror=alert(1)&gt;" in body.split('class="snippet"', 1)[1]
 

@@ -57,12 +57,12 @@ def test_list_full_page(client, alice, alice_work):
     assert "<html" in html
     assert rows(response) == [draft.pk, report.pk]
     assert "2 items." in html
-    assert f'<a href="/work/{report.pk}/">Weekly report</a>' in html
+    assert f'<a href="/work/{report.pk}/" dir="auto">Weekly report</a>' in html
     assert '<td data-label="Kind">Report</td>' in html
     assert '<td data-label="Kind">Draft</td>' in html
     assert '<span class="status status-in_progress">In progress</span>' in html
     assert '<span class="status status-done">Done</span>' in html
-    assert '<span class="badge agent">assistant</span>' in html
+    assert '<bdi class="badge agent" dir="auto">assistant</bdi>' in html
     assert f'datetime="{report.created_at.isoformat()}"' in html
 
 
@@ -121,11 +121,11 @@ def test_detail_renders_markdown(client, alice, alice_work):
     html = response.content.decode()
     assert response.status_code == 200
     assert "<html" in html
-    assert '<h1 id="work-title">Weekly report</h1>' in html
+    assert '<h1 id="work-title" dir="auto">Weekly report</h1>' in html
     assert '<h1 dir="auto">Findings</h1>' in html
     assert '<li dir="auto"><strong>two</strong></li>' in html
     assert "<dt>Kind</dt><dd>Report</dd>" in html
-    assert '<span class="badge agent">assistant</span>' in html
+    assert '<bdi class="badge agent" dir="auto">assistant</bdi>' in html
 
 
 def test_detail_htmx_partial(client, alice, alice_work):
@@ -133,7 +133,7 @@ def test_detail_htmx_partial(client, alice, alice_work):
     response = client.get(f"/work/{alice_work[0].pk}/", headers=HX)
     html = response.content.decode()
     assert "<html" not in html
-    assert '<h1 id="work-title">Draft reply</h1>' in html
+    assert '<h1 id="work-title" dir="auto">Draft reply</h1>' in html
     assert '<p dir="auto">Hello</p>' in html
 
 
