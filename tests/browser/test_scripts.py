@@ -127,7 +127,7 @@ def test_an_agent_named_in_cyrillic_is_shown_by_that_name(signed_in_page, alice)
 
     # Renamed on the Agents page, every page follows; the name in tokens stays.
     page.goto("/agents/")
-    card.get_by_text("Rename", exact=True).click()
+    card.locator("summary", has_text="Rename").click()
     card.get_by_label("Name", exact=True).fill("Помощник")
     card.get_by_role("button", name="Save name").click()
     expect(card.get_by_role("status")).to_have_text("Renamed: pages now call it “Помощник”.")
