@@ -299,3 +299,27 @@ def test_a_note_merged_into_a_memory_comes_along_in_its_history(alice_with_histo
         "assistant",
     )
     assert merge.memory.value == "Drinks green tea, never after six"
+
+
+@pytest.mark.django_db
+def test_an_agents_display_name_in_any_script_goes_out_and_comes_back(alice):
+    from profiles.services import agent_create
+
+    agent_create(user=alice, display_name="Асистент", description="Помогает")
+    data = export_bytes(alice)
+    Agent.objects.filter(user=alice).delete()
+    # An older archive has no display name: its agent still comes in, named by its name.
+    older = {"agents": [{"name": "coder", "description": "", "learns_from_turns": False}]}
+    memories = memory_line("fact:cat", "Has a cat")
+
+    run_import(alice, data)
+    run_import(
+        alice, make_archive({fmt.PROFILE: json.dumps(older).encode(), fmt.MEMORIES: memories})
+    )
+
+    agents = {a.name: a for a in Agent.objects.filter(user=alice)}
+    assert (agents["asistent"].display_name, agents["asistent"].description) == (
+        "Асистент",
+        "Помогает",
+    )
+    assert (agents["coder"].display_name, agents["coder"].label) == ("", "coder")
