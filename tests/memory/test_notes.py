@@ -369,7 +369,8 @@ def test_the_history_page_shows_the_merged_note_escaped_and_offers_no_restore(cl
     item = html[html.index(f'<li id="history-{merge.pk}"') :]
     item = item[: item.index("</li>")]
     assert "<strong>Merged a note</strong>" in item
-    assert 'Said it again: <span class="new">Prefers bullet points &lt;b&gt;</span>' in item
+    said = 'Said it again: <span class="new" dir="auto">Prefers bullet points &lt;b&gt;</span>'
+    assert said in item
     assert "Restore" not in item
 
 

@@ -227,7 +227,7 @@ def test_delete_from_the_page_then_restore_from_it(client, alice, report):
     html = response.content.decode()
     assert "Deleted “Weekly report”. It waits in Recently deleted work" in html
     assert '<div class="notice deleted-note" id="work-deleted" role="status">' in html
-    assert 'Deleted by <span class="badge user">you</span>' in html
+    assert 'Deleted by <span class="badge user" dir="auto">you</span>' in html
     assert f'<form class="inline" method="post" action="/work/{report.pk}/restore/">' in html
     assert 'id="work-delete"' not in html  # no second Delete
     assert WorkItem.objects.get(pk=report.pk).deleted_at is not None
@@ -249,8 +249,8 @@ def test_recently_deleted_work_lists_and_restores_in_place(client, alice, alice_
     html = client.get("/work/deleted/").content.decode()
 
     row = re.search(rf'<li id="deleted-work-{report.pk}".*?</li>', html, re.S).group(0)
-    assert f'<a href="/work/{report.pk}/">Weekly report</a>' in row
-    assert 'Deleted by <span class="badge agent">agent assistant</span>' in row
+    assert f'<a href="/work/{report.pk}/" dir="auto">Weekly report</a>' in row
+    assert 'Deleted by <span class="badge agent" dir="auto">agent assistant</span>' in row
     assert f'hx-post="/work/{report.pk}/restore/"' in row
     assert '<a href="/work/deleted/" aria-current="page">Work</a>' in html
     assert '<a href="/documents/deleted/">Documents</a>' in html
