@@ -22,6 +22,7 @@ from lib.errors import NotFound
 from lib.markdown import render_markdown
 from lib.pages import HtmxHttpRequest, done, render_page, who
 from profiles.models import Agent
+from profiles.naming import agent_name
 from work.models import WorkItem, WorkKind
 from work.selectors import (
     NO_AGENT,
@@ -46,10 +47,10 @@ class WorkFilterForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        agents = Agent.objects.filter(user=user).order_by("name").values_list("pk", "name")
+        agents = Agent.objects.filter(user=user).order_by("name")
         self.fields["agent"].choices = [
             ("", "All agents"),
-            *((str(pk), name) for pk, name in agents),
+            *((str(agent.pk), agent_name(agent)) for agent in agents),
             (NO_AGENT, "No agent (the heartbeat, the admin)"),
         ]
 
