@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from memory.models import Memory
 from profiles.models import Agent, AgentToken
+from profiles.services import agent_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,22 +93,25 @@ def test_create_an_agent_and_a_token_then_revoke_it(
     assert body["error"]["message"].startswith("This token was revoked on ")
 
 
-def test_an_invalid_agent_name_is_explained_and_nothing_is_created(
+def test_a_name_already_taken_is_explained_and_nothing_is_created(
     signed_in_page, alice, same_document
 ):
+    # Any text makes a name (lib/slugs.py), so what is refused is a name already taken.
+    agent_create(user=alice, display_name="Claude Desktop")
     page = signed_in_page(alice)
     page.goto("/agents/")
 
     with same_document(page):
-        page.get_by_label("Agent name").fill("!!!")
+        page.get_by_label("Agent name").fill("claude  desktop!")
         page.get_by_role("button", name="Create agent").click()
         error = page.locator("#agent-name-error")
         expect(error).to_have_text(
-            "Give the agent a name with at least one letter or digit (a-z, 0-9)."
+            "You already have the agent 'Claude Desktop' (named 'claude-desktop' in paths "
+            "and tokens); choose another name."
         )
     expect(page.get_by_label("Agent name")).to_have_attribute("aria-invalid", "true")
-    expect(page.get_by_label("Agent name")).to_have_value("!!!")
-    assert not Agent.objects.filter(user=alice).exists()
+    expect(page.get_by_label("Agent name")).to_have_value("claude  desktop!")
+    assert Agent.objects.filter(user=alice).count() == 1
 
 
 def test_an_agent_named_as_written_shows_its_path_name(signed_in_page, alice, same_document):
