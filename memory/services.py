@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 
 from activity import events
 from activity.actors import Actor, ActorKind
-from lib.errors import Conflict, InvalidInput, NotFound
+from lib.errors import Conflict, InvalidInput, NotFound, ServiceError
 from memory import visibility
 from memory.keys import parse_key
 from memory.models import (
@@ -307,6 +307,32 @@ def memory_set(
         return "unchanged", None
     write = memory_upsert(user=user, key=key, value=value, actor=actor)
     return write.status, write
+
+
+def memory_set_many(
+    *, user: AbstractBaseUser, values: dict[str, str], actor: Actor
+) -> dict[str, tuple[str, MemoryWrite | MemoryHistory | None]]:
+    """Set several keys from one form's Save (the profile form), all of them or none:
+    each through memory_set, so each key that changes gets its own history row and event,
+    and all of them in one transaction. A key refused (a ServiceError) undoes the keys
+    written before it and is raised with its `field` naming that key; nothing is saved.
+
+    One transaction, not one per key: a reader between two keys' commits saw the new name
+    beside the old role, and each commit's after-commit work (asking for embeddings,
+    search/indexing.py) came between the keys. The keys are taken in their sorted order,
+    so two Saves of the same form lock the same rows in the same order.
+
+    Returns each key's (status, what was written) as memory_set says it, in `values`' order.
+    """
+    results: dict[str, tuple[str, MemoryWrite | MemoryHistory | None]] = {}
+    with transaction.atomic():
+        for key in sorted(values):
+            try:
+                results[key] = memory_set(user=user, key=key, value=values[key], actor=actor)
+            except ServiceError as error:
+                error.field = key
+                raise
+    return {key: results[key] for key in values}
 
 
 def memory_restore(
