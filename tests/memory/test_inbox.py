@@ -239,7 +239,14 @@ def test_edit_then_accept_stores_the_edited_text_as_stated(as_alice, alice, alic
         f"{INBOX}{pk}/accept/", {"value": "Likes green tea\r\nin the morning"}, headers=HX
     )
 
-    assert "Accepted — now in your memory" in text(response)
+    # The row shows what was saved, the agent's text beside it.
+    shown = text(response)
+    assert "Accepted with your edit — now in your memory" in shown
+    assert "<ins>Likes green tea\nin the morning</ins>" in shown
+    assert 'The agent proposed: “<span dir="auto">Likes tea</span>”' in shown
+    # Out of band, the list's count and bulk bar as they are now: nothing waits.
+    assert '<span id="inbox-pending-count" hx-swap-oob="true"></span>' in shown
+    assert '<div id="inbox-bulk" hidden hx-swap-oob="true"></div>' in shown
     memory = Memory.objects.get(user=alice, key="fact:tea")
     assert (memory.value, memory.source, memory.confidence) == (
         "Likes green tea\nin the morning",
