@@ -6,7 +6,9 @@ alike (memory/look_alike.py, its page memory/look_alike_views.py): a suggestion,
 queue. Accept, edit then accept, reject and (for a near-duplicate)
 keep both work one by one and in bulk. An htmx request gets the changed row (or list) back
 with `HX-Trigger: inbox-changed`, on which the navigation's count reloads itself
-(pages/views/nav.py); a plain POST redirects to the inbox with a message.
+(pages/views/nav.py); a row comes with the list's waiting count and bulk bar swapped in out
+of band, as they are after the decision. A decided row shows what was saved: after an edit,
+the edited text, the agent's beside it. A plain POST redirects to the inbox with a message.
 """
 
 from __future__ import annotations
