@@ -204,3 +204,31 @@ def test_an_agents_create_of_the_same_text_answers_duplicate_too(
     assert stored.json()["status"] in ("duplicate", "unchanged")
     assert stored.json()["key"] == first.memory.key
     assert Memory.objects.filter(user=alice).count() == 1
+
+
+def test_a_second_insert_of_a_restored_id_is_told_from_other_failures(alice, you):
+    """Two restores of one deleted memory race to insert its id: the loser's failure is
+    recognised (and retried as an update of the winner's row, memory/services.py _write)."""
+    from django.db import IntegrityError, transaction
+
+    from memory.write_sql import is_memory_id_violation, is_unique_key_violation
+
+    tea = memory_upsert(user=alice, key="fact:tea", value="Tea", actor=you).memory
+    with pytest.raises(IntegrityError) as same_id, transaction.atomic():
+        Memory.objects.create(
+            pk=tea.pk,
+            user=alice,
+            key="fact:coffee",
+            value="Coffee",
+            source="user_stated",
+            confidence=1.0,
+        )
+    with pytest.raises(IntegrityError) as same_key, transaction.atomic():
+        Memory.objects.create(
+            user=alice, key="fact:tea", value="Tea", source="user_stated", confidence=1.0
+        )
+
+    assert is_memory_id_violation(same_id.value)
+    assert not is_unique_key_violation(same_id.value)
+    assert not is_memory_id_violation(same_key.value)
+    assert is_unique_key_violation(same_key.value)
