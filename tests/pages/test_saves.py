@@ -108,3 +108,20 @@ def test_adding_an_entry_that_is_there_already_answers_with_a_link_to_it(as_alic
         "You have “Prefers oat milk in coffee.” already; nothing was added."
     ]
     assert Memory.objects.filter(user=alice).count() == 1
+
+
+def test_a_deleted_memorys_history_shows_its_changes_under_earlier_keys(as_alice, alice):
+    from memory.entries import memory_rename
+    from memory.services import memory_delete
+
+    say(alice, "fact:tea", "Drinks a little green tea")
+    memory_rename(user=alice, key="fact:tea", new_key="fact:green-tea", actor=Actor.for_user(alice))
+    deletion = memory_delete(user=alice, key="fact:green-tea", actor=Actor.for_user(alice))
+
+    page = as_alice.get(f"/history/{deletion.pk}/")
+
+    assert page.status_code == 200
+    # The creation under its first key is the deleted memory's too (its rows keep its id).
+    assert page.context["rows"][-1].action == "create"
+    assert page.context["rows"][-1].key == "fact:tea"
+    assert [row.action for row in page.context["rows"]] == ["delete", "rename", "create"]
