@@ -25,6 +25,7 @@ from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import dateformat, timezone
+from django.utils.text import Truncator
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
@@ -410,6 +411,10 @@ def _decided(request: HtmxHttpRequest, decided: Decided, *, keep_both: bool) -> 
     if request.htmx:
         return _changed(_row_response(request, row))
     key = proposal.key
+    saved = decided.history.after if decided.history is not None else None
+    # What was saved, in words: the text (edited or not) rather than the key.
+    text = saved.get("value") if isinstance(saved, dict) else None
+    shown = f"“{Truncator(' '.join(text.split())).chars(80)}”" if isinstance(text, str) else key
     if proposal.status == ProposalStatus.REJECTED:
         message = f"Rejected the change to {key}; your memory stays as it was."
     elif keep_both and decided.history is not None:
@@ -417,7 +422,7 @@ def _decided(request: HtmxHttpRequest, decided: Decided, *, keep_both: bool) -> 
     elif proposal.action == ProposalAction.DELETE:
         message = f"Accepted: {key} is deleted from your memory."
     else:
-        message = f"Accepted: {key} is now in your memory."
+        message = f"Accepted: {shown} is now in your memory."
     return done(request, message, _inbox_url())
 
 
