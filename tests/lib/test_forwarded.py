@@ -213,7 +213,7 @@ def test_the_mcp_door_takes_the_host_from_a_trusted_proxy(behind_proxy):
     status, _, body = door_refusal(mcp_scope("127.0.0.1", b"evil.example", b"testserver"))
 
     assert status == 401  # past the host check; no token sent
-    assert json.loads(body)["error"]["code"] == "not_authenticated"
+    assert json.loads(body)["error"]["data"]["code"] == "not_authenticated"
 
 
 # gunicorn --------------------------------------------------------------------------------

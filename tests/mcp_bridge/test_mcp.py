@@ -615,7 +615,8 @@ def test_stdio_refuses_a_missing_or_bad_token(db, token, message):
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=CALL_TIMEOUT_S,
+        # Loading Django whole to check the token: ~8 s of CPU, far longer on a busy machine.
+        timeout=2 * CALL_TIMEOUT_S,
         check=False,
     )
     assert finished.returncode == 1
