@@ -90,7 +90,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "MNEMO_HOST",
         "`127.0.0.1`",
-        "the address `make run` (and the web server in compose) listens on",
+        "the address `make run` listens on (compose and the image bind `0.0.0.0:8000`)",
         _W,
     ),
     Variable(
