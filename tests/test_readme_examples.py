@@ -9,6 +9,7 @@ the answer contains (the README shortens answers); for a Python line, what it pr
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -95,7 +96,9 @@ def printed_as_shown(code: str) -> list[str]:
 @pytest.fixture
 def demo(settings) -> None:
     settings.EMBEDDED = True  # seed_demo makes the account in embedded mode only
-    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115 - closed at exit
+    said = io.StringIO()
+    call_command("seed_demo", stdout=said)
+    assert "Demo account 'demo' ready" in said.getvalue()
 
 
 @pytest.fixture
