@@ -155,7 +155,7 @@ def user_zone(user: AbstractBaseUser | None) -> ZoneInfo:
 
 
 # The agent-memory design promotes a memory to the scratchpad once it was accessed 3 times
-# (README.md, "Agent API", the scratchpad): read with get_memory or returned by a search,
+# (docs/api.md, the scratchpad): read with get_memory or returned by a search,
 # both counted by memory/uses.py memory_count_uses.
 SCRATCHPAD_USES = 3
 # The design's scratchpad is filled by recency over the last 7 days: an older note that was
