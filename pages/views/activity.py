@@ -21,6 +21,7 @@ from activity.models import ActivityEvent, EventType
 from activity.selectors import activity_list
 from lib.pages import HtmxHttpRequest, Who, render_page, who
 from pages.activity_links import Found, Target, found_for, target_of
+from portability.origins import changes_imported_from, imported_who
 from profiles.models import Agent
 from work.models import WorkKind
 
@@ -282,8 +283,29 @@ def _describe_learning(event: ActivityEvent, by_agent: str) -> str:
     return f"Daily LLM budget reached: {used:,} of {budget:,} tokens"
 
 
-def _row(request: HtmxHttpRequest, event: ActivityEvent, found: Found) -> Row:
+def _imports(request: HtmxHttpRequest, events: list[ActivityEvent]) -> dict[int, str]:
+    """The events (by id) of memories an import of another tool wrote, with the tool's
+    name: the row says "import from ChatGPT", not "system" (portability/origins.py)."""
+    history_ids = {
+        event.pk: event.payload["history_id"]
+        for event in events
+        if event.event_type == EventType.MEMORY_WRITTEN
+        and event.actor_type == ActorKind.SYSTEM
+        and isinstance(event.payload, dict)
+        and isinstance(event.payload.get("history_id"), int)
+    }
+    if not history_ids:
+        return {}
+    tools = changes_imported_from(user=request.user, history_ids=history_ids.values())
+    return {pk: tools[h] for pk, h in history_ids.items() if h in tools}
+
+
+def _row(
+    request: HtmxHttpRequest, event: ActivityEvent, found: Found, imported: dict[int, str]
+) -> Row:
     by = who(request, event)
+    if event.pk in imported:
+        by = Who(ActorKind.SYSTEM, *imported_who(imported[event.pk]))
     label = event.get_event_type_display()
     target = target_of(event, found)
     if event.event_type in LEARNING_EVENTS:
@@ -313,10 +335,11 @@ def activity_page(request: HtmxHttpRequest) -> TemplateResponse:
     page = Paginator(events, PER_PAGE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
     found = found_for(user=request.user, events=shown)
+    imported = _imports(request, shown)
     context = {
         "form": form,
         "page": page,
-        "rows": [_row(request, event, found) for event in shown],
+        "rows": [_row(request, event, found, imported) for event in shown],
         "filtered": filtered,
     }
     status = 400 if form.is_bound and not form.is_valid() and not request.htmx else 200

@@ -30,6 +30,7 @@ from pages.views.context_shared import (
     announce_change,
     get_history_for_user,
     get_memory_for_user,
+    name_imports,
     render_entry_row,
     shown_text,
     tab_url,
@@ -116,6 +117,7 @@ def _history_context(
             row.new_key = shown_text(after.get("key")) or row.key
         # A merge changed nothing: the state it shows is the one the change before it left.
         row.restorable = not row.damaged and not merged and _restore_changes(row, key, current)
+    name_imports(request, rows)
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
     # An agent's own note: the page says whose (the block is outside the timeline partial).
