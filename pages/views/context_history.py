@@ -31,6 +31,7 @@ from pages.views.context_shared import (
     get_history_for_user,
     get_memory_for_user,
     name_imports,
+    quoted,
     render_entry_row,
     shown_text,
     tab_url,
@@ -126,6 +127,8 @@ def _history_context(
         notes_of = Agent.objects.filter(user=request.user, pk=owner_agent_id).first()
     return {
         "key": key,
+        # The page is named by the memory's text, as the link to it is; the key is a detail.
+        "quoted": quoted(memory.value) if memory else "",
         "memory": memory,
         "rows": rows,
         "back_url": tab_url(tab),
