@@ -188,6 +188,16 @@ class VersionAction(models.TextChoices):
     RESTORE = "restore", "Restore"
 
 
+# What a version's change was, as the history says it happened ("Written by you"): the
+# choices' labels name the action ("Write"), which reads wrongly before "by".
+VERSION_DONE = {
+    VersionAction.WRITE: "Written",
+    VersionAction.APPEND: "Added to",
+    VersionAction.DELETE: "Deleted",
+    VersionAction.RESTORE: "Restored",
+}
+
+
 class DocumentVersion(ActorMixin):
     """One row per change to a document. Append-only.
 
@@ -249,6 +259,11 @@ class DocumentVersion(ActorMixin):
 
     def __str__(self) -> str:
         return f"{self.path}: {self.get_action_display()} by {self.actor_label}"
+
+    @property
+    def done_label(self) -> str:
+        """The change as done: "Written", "Added to" (then "by you" on the pages)."""
+        return VERSION_DONE.get(self.action, self.get_action_display())
 
     def save(self, *args: object, **kwargs: object) -> None:
         from activity.models import AppendOnlyError

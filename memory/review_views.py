@@ -24,13 +24,14 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import dateformat, timezone
+from django.utils import timezone
 from django.utils.text import Truncator
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
 from lib.errors import InvalidInput, NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, done, render_page, target_partial
+from lib.when import when_text
 from memory.look_alike import look_alike_groups
 from memory.models import (
     MemoryHistory,
@@ -165,7 +166,7 @@ def _when_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 
 def _day(stored: str) -> str:
-    return dateformat.format(timezone.localtime(from_stored(stored)), "j M Y H:i")
+    return when_text(from_stored(stored))
 
 
 def _outcome_of(status: str, proposal: MemoryProposal) -> str:

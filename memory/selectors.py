@@ -436,3 +436,22 @@ def proposal_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, 
         return {}
     rows = MemoryProposal.objects.filter(user=user, pk__in=wanted).values_list("pk", "status")
     return dict(rows)
+
+
+def history_texts(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, str]:
+    """For each of these ids that is one of the user's history rows: the text its change
+    left (or, for a deletion, removed), for pages that name a change by what it says rather
+    than by its key (pages/views/activity.py). A stored state is not trusted: a value that is
+    not text is left out. One query."""
+    wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
+    if not wanted:
+        return {}
+    rows = MemoryHistory.objects.filter(user=user, pk__in=wanted).values_list(
+        "pk", "after__value", "before__value"
+    )
+    texts = {}
+    for pk, after, before in rows:
+        text = after if after is not None else before
+        if isinstance(text, str) and text.strip():
+            texts[pk] = text
+    return texts

@@ -30,6 +30,8 @@ from pages.views.context_shared import (
     announce_change,
     get_history_for_user,
     get_memory_for_user,
+    name_imports,
+    quoted,
     render_entry_row,
     shown_text,
     tab_url,
@@ -118,6 +120,7 @@ def _history_context(
             row.new_key = shown_text(after.get("key")) or row.key
         # A merge changed nothing: the state it shows is the one the change before it left.
         row.restorable = not row.damaged and not merged and _restore_changes(row, key, current)
+    name_imports(request, rows)
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
     # An agent's own note: the page says whose (the block is outside the timeline partial).
@@ -126,6 +129,8 @@ def _history_context(
         notes_of = Agent.objects.filter(user=request.user, pk=owner_agent_id).first()
     return {
         "key": key,
+        # The page is named by the memory's text, as the link to it is; the key is a detail.
+        "quoted": quoted(memory.value) if memory else "",
         "memory": memory,
         "rows": rows,
         "back_url": tab_url(tab),
