@@ -26,9 +26,10 @@ Rankings, each over one user's facts:
     English stems of the product's `mnemo_query_terms(question)`; so for English text,
     stemming and stop words are PostgreSQL's 'english' configuration exactly.
     `--check-keyword` also writes the facts as Memory rows and compares every question's
-    keyword side with search/keyword.py's SQL. Each side's top MNEMO_SEARCH_CANDIDATES, fused by search/fusion.py's `fuse` with the
-    settings' weights and e5's calibrated floor. The use and age nudges (memory/search.py)
-    are 1 for memories just written and never used, so they are left out.
+    keyword side with search/keyword.py's SQL. Each side's top MNEMO_SEARCH_CANDIDATES,
+    fused by search/fusion.py's `fuse` with the settings' weights and e5's calibrated
+    floor. The use and age nudges (memory/search.py) are 1 for memories just written and
+    never used, so they are left out.
 (b) (a) plus MiniLM as a third side: its top candidates, normalised by `fuse` as the
     product normalises a model without a calibrated floor (from the lowest candidate to
     the best), added with a weight taken out of the vector side's, so the weights still
