@@ -1,7 +1,7 @@
 """A memory's words for any script: the key's and tags' words (weight A) and the value's,
-each through search's mnemo_text_tsvector (search/migrations/0003_text_search_any_script.py):
-character pairs for text written without spaces, English stemming only for text that
-looks English, other text as written.
+each through search's mnemo_text_tsvector (search/migrations/0003_text_search_any_script.py)
+in the language guessed from the value: character pairs for text written without spaces,
+English stemming only for a value that looks English, other text as written.
 
 The function keeps its name and arguments, so the model does not change; a generated
 column is not recomputed when its function is replaced, so the column is dropped and
@@ -11,14 +11,18 @@ added again, which recomputes it for every existing row (as 0005 did).
 import django.contrib.postgres.search
 from django.db import migrations, models
 
+# The key's and tags' words are read in the value's language: a key or a tag is a few
+# words, too few to guess from ("fact:de-allergy" would be German by its "de").
 FUNCTION = """
 CREATE OR REPLACE FUNCTION mnemo_memory_tsvector(key text, tags text[], value text)
 RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT setweight(
                mnemo_text_tsvector(
-                   translate(key, ':-_./', '     ') || ' ' || array_to_string(tags, ' ')),
+                   translate(key, ':-_./', '     ') || ' ' || array_to_string(tags, ' '),
+                   config),
                'A')
-           || mnemo_text_tsvector(value)
+           || mnemo_text_tsvector(value, config)
+    FROM mnemo_text_config(value) AS config
 $$
 """
 

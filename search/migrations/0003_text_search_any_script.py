@@ -17,9 +17,10 @@ one lexeme per run of characters, so "绿茶" never found "我喜欢喝绿茶". 
   Arabic, Devanagari, ...). A text with no Latin letter at all is never English.
   Words shared by English and another language ("in", "was", "will", "die", "an") are
   on neither list.
-- `mnemo_text_tsvector(text)`: the text outside those runs by its guessed configuration,
-  followed by the runs' grams. All four functions are IMMUTABLE (they read nothing but
-  their input and the built-in configurations), so generated columns can call them.
+- `mnemo_text_tsvector(text[, config])`: the text outside those runs by its guessed
+  configuration (or the one given: a memory's key and tags take its value's), followed by
+  the runs' grams. All the functions are IMMUTABLE (they read nothing but their input and
+  the built-in configurations), so generated columns can call them.
 - `mnemo_query_terms(query)`: the query's terms, each with the lexemes that count as it:
   a word's English stem and the word as written (so an English row, stored stemmed,
   matches "running" by "run", and a German row, stored as written, matches "Hotels" by
@@ -85,47 +86,41 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     WHERE g.gram IS NOT NULL
 $$;
 
-CREATE FUNCTION mnemo_guess(t text, words tsvector) RETURNS regconfig
+CREATE FUNCTION mnemo_text_config(t text) RETURNS regconfig
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
-    english int := length(words) - length(ts_delete(words, {_array(ENGLISH_WORDS)}));
-    other int := length(words) - length(ts_delete(words, {_array(OTHER_WORDS)}));
+    rest text := regexp_replace(t, '{NO_SPACE}+', ' ', 'g');
+    words tsvector;
+    english int;
+    other int;
 BEGIN
-    IF english > other OR (english = other AND t !~ '[\\u00c0-\\u1fff]') THEN
+    IF rest !~ '[A-Za-z]' THEN
+        RETURN 'simple'::regconfig;
+    END IF;
+    words := to_tsvector('simple'::regconfig, rest);
+    english := length(words) - length(ts_delete(words, {_array(ENGLISH_WORDS)}));
+    other := length(words) - length(ts_delete(words, {_array(OTHER_WORDS)}));
+    IF english > other OR (english = other AND rest !~ '[\\u00c0-\\u1fff]') THEN
         RETURN 'english'::regconfig;
     END IF;
     RETURN 'simple'::regconfig;
 END
 $$;
 
-CREATE FUNCTION mnemo_text_config(t text) RETURNS regconfig
+CREATE FUNCTION mnemo_text_tsvector(t text, config regconfig) RETURNS tsvector
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
-    IF t !~ '[A-Za-z]' THEN
-        RETURN 'simple'::regconfig;
+    IF t !~ '{NO_SPACE}' THEN
+        RETURN to_tsvector(config, t);
     END IF;
-    RETURN mnemo_guess(t, to_tsvector('simple'::regconfig, t));
+    RETURN to_tsvector(config, regexp_replace(t, '{NO_SPACE}+', ' ', 'g'))
+        || to_tsvector('simple'::regconfig, mnemo_grams(t, true));
 END
 $$;
 
 CREATE FUNCTION mnemo_text_tsvector(t text) RETURNS tsvector
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-DECLARE
-    rest text := t;
-    grams tsvector := ''::tsvector;
-    words tsvector;
-BEGIN
-    IF t ~ '{NO_SPACE}' THEN
-        rest := regexp_replace(t, '{NO_SPACE}+', ' ', 'g');
-        grams := to_tsvector('simple'::regconfig, mnemo_grams(t, true));
-    END IF;
-    words := to_tsvector('simple'::regconfig, rest);
-    -- Parsed a second time only when English: other text keeps the words as written.
-    IF rest ~ '[A-Za-z]' AND mnemo_guess(rest, words) = 'english'::regconfig THEN
-        words := to_tsvector('english'::regconfig, rest);
-    END IF;
-    RETURN words || grams;
-END
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT mnemo_text_tsvector(t, mnemo_text_config(t))
 $$;
 
 CREATE FUNCTION mnemo_query_terms(q text) RETURNS TABLE (term text, lexeme text)
@@ -162,8 +157,8 @@ DROP = """
 DROP FUNCTION mnemo_any_word_query(text);
 DROP FUNCTION mnemo_query_terms(text);
 DROP FUNCTION mnemo_text_tsvector(text);
+DROP FUNCTION mnemo_text_tsvector(text, regconfig);
 DROP FUNCTION mnemo_text_config(text);
-DROP FUNCTION mnemo_guess(text, tsvector);
 DROP FUNCTION mnemo_grams(text, boolean);
 """
 
