@@ -15,19 +15,23 @@ from django.db import migrations, models
 # words, too few to guess from ("fact:de-allergy" would be German by its "de").
 FUNCTION = """
 CREATE OR REPLACE FUNCTION mnemo_memory_tsvector(key text, tags text[], value text)
-RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT setweight(
+RETURNS tsvector LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    config regconfig := mnemo_text_config(value);
+BEGIN
+    RETURN setweight(
                mnemo_text_tsvector(
                    translate(key, ':-_./', '     ') || ' ' || array_to_string(tags, ' '),
                    config),
                'A')
-           || mnemo_text_tsvector(value, config)
-    FROM mnemo_text_config(value) AS config
+           || mnemo_text_tsvector(value, config);
+END
 $$
 """
 
 ENGLISH_ONLY = """
-CREATE OR REPLACE FUNCTION mnemo_memory_tsvector(key text, tags text[], value text)
+DROP FUNCTION mnemo_memory_tsvector(text, text[], text);
+CREATE FUNCTION mnemo_memory_tsvector(key text, tags text[], value text)
 RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT setweight(
                to_tsvector('english'::regconfig,
