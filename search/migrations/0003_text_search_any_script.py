@@ -101,8 +101,15 @@ BEGIN
 END
 $$;
 
+-- The query side's functions are plpgsql, not sql: a plpgsql function's statements are
+-- planned once per connection, an sql function's body at every statement calling it.
 CREATE FUNCTION mnemo_query_grams(q text) RETURNS SETOF text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF q !~ 'NO_SPACE' THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
     SELECT g.gram
     FROM regexp_matches(q, 'NO_SPACE+', 'g') AS run (m)
          CROSS JOIN LATERAL generate_series(1, char_length(run.m[1])) AS i
@@ -110,7 +117,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
              (CASE WHEN char_length(run.m[1]) = 1 THEN run.m[1] END),
              (CASE WHEN i < char_length(run.m[1]) THEN substr(run.m[1], i, 2) END)
          ) AS g (gram)
-    WHERE g.gram IS NOT NULL
+    WHERE g.gram IS NOT NULL;
+END
 $$;
 
 CREATE FUNCTION mnemo_text_config(t text) RETURNS regconfig
@@ -156,7 +164,9 @@ END
 $$;
 
 CREATE FUNCTION mnemo_query_terms(q text) RETURNS TABLE (term text, lexeme text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE ROWS 20 AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE ROWS 20 AS $$
+BEGIN
+    RETURN QUERY
     WITH rest AS (SELECT regexp_replace(q, 'NO_SPACE+', ' ', 'g') AS t),
     written AS (
         SELECT w.lexeme, w.positions FROM rest, unnest(to_tsvector('simple', rest.t)) AS w
@@ -172,15 +182,20 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE ROWS 20 AS $$
     WHERE NOT EXISTS (SELECT FROM stemmed AS s WHERE s.positions && w.positions)
       AND mnemo_text_config(rest.t) = 'simple'::regconfig
     UNION
-    SELECT gram, gram FROM mnemo_query_grams(q) AS gram
+    SELECT gram, gram FROM mnemo_query_grams(q) AS gram;
+END
 $$;
 
 CREATE FUNCTION mnemo_any_word_query(q text) RETURNS tsquery
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT replace(
-        array_to_tsvector(coalesce(array_agg(DISTINCT lexeme), '{}'))::text, ' ', ' | '
-    )::tsquery
-    FROM mnemo_query_terms(q)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN (
+        SELECT replace(
+            array_to_tsvector(coalesce(array_agg(DISTINCT found.lexeme), '{}'))::text, ' ', ' | '
+        )::tsquery
+        FROM mnemo_query_terms(q) AS found
+    );
+END
 $$;
 """
 
