@@ -16,8 +16,10 @@ one lexeme per run of characters, so "绿茶" never found "我喜欢喝绿茶". 
   against distinct function words of the common Latin-script languages; a tie (usually
   none of either) is English unless the text has letters beyond ASCII (é, ü, Cyrillic,
   Arabic, Devanagari, ...). A text with no Latin letter at all is never English.
-  Words shared by English and another language ("in", "was", "will", "die", "an") are
-  on neither list.
+  Words shared by English and another language ("in", "was", "will", "an") are on
+  neither list, nor are articles that English place names keep ("Los Angeles", "El Paso",
+  "La Paz") or other languages' function words that are English words too ("hat", "met",
+  "per", "con").
 - `mnemo_text_tsvector(text[, config])`: the text outside those runs by its guessed
   configuration (or the one given: a memory's key and tags take its value's), followed by
   the runs' grams. All the functions are IMMUTABLE (they read nothing but their input and
@@ -47,25 +49,25 @@ NO_SPACE = (
 ENGLISH_WORDS = (
     "the and of to is are were be been i my you your it its with for on that this these "
     "those have has had not at from by we our he she they them their his her would do does "
-    "did an or but about what which who when where how there here than then if because into "
+    "did or but about what which who when where how there here than then if because into "
     "after before should could can just very some every prefers likes"
 )
 
 # German, French, Spanish, Italian, Portuguese, Dutch, Swedish, Danish/Norwegian, Polish,
 # Indonesian, Turkish.
 OTHER_WORDS = (
-    "der die das und ist nicht ich ein eine einen einem zu mit den dem des sich auf für von "
+    "der die das und ist nicht ich ein eine einen einem zu mit den dem des sich auf für "
     "im wir auch mein meine meinen wie aber oder wenn bei nach noch nur sehr gern gerne "
-    "immer zum zur vom ihr ihre sind hat habe wird uns kein keine "
-    "le la les et est je une du de ne pas pour avec que qui dans sur mon ma mes nous vous il "
+    "immer zum zur vom ihr ihre sind habe wird uns kein keine "
+    "les et est je une du de ne pas pour avec que qui dans sur mon ma mes nous vous il "
     "elle au aux ce cette sont mais ou très "
-    "el los las es en una por con para mi yo se del al su sus lo muy pero como más está son "
-    "gli di che per un io non sono della nel ho mio mia "
-    "os um uma não eu meu minha do da dos das em na "
-    "het een van ik niet op met voor dat mijn zijn ook maar naar "
-    "och att det jag inte og jeg ikke er til "
-    "jest nie się że jak ale "
-    "dan yang ini itu saya tidak untuk dengan "
+    "es en una por para mi yo se su sus lo muy pero como más está "
+    "gli di che un io non sono della nel ho mio mia "
+    "os um uma não eu meu minha da dos das em na "
+    "het een ik niet op voor dat mijn zijn ook maar naar "
+    "och att det jag inte og jeg ikke er "
+    "jest nie się że jak "
+    "yang ini itu saya tidak untuk dengan "
     "ve bir bu için çok"
 )
 
