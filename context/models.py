@@ -1,9 +1,9 @@
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import Func, Q
 from django.utils import timezone
 
 from activity.actors import ActorMixin
@@ -387,8 +387,10 @@ class DocumentChunk(EmbeddingFields):
     )
     ordinal = models.PositiveIntegerField()
     text = models.TextField()
+    # The text's words for any script: English stemmed, other text as written, text with
+    # no spaces as character pairs (search/migrations/0003_text_search_any_script.py).
     search_vector = models.GeneratedField(
-        expression=SearchVector("text", config="english"),
+        expression=Func("text", function="mnemo_text_tsvector", output_field=SearchVectorField()),
         output_field=SearchVectorField(),
         db_persist=True,
     )
