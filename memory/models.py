@@ -68,7 +68,7 @@ class Memory(EmbeddingFields):
     updated_at = models.DateTimeField(auto_now=True)
     # The words of the key and the tags (weight A) and of the value (weight D): a tag or
     # a key word matches like a word of the text, and counts more (search/ranking.py).
-    # The function is SQL in memory/migrations/0015_search_vector_any_script.py (its words
+    # The function is SQL in memory/migrations/0016_search_vector_any_script.py (its words
     # for any script: search/migrations/0003_text_search_any_script.py).
     search_vector = models.GeneratedField(
         expression=Func(

@@ -1,5 +1,5 @@
 """The migrations to words for any script (search/migrations/0003_text_search_any_script.py,
-memory/migrations/0015_search_vector_any_script.py,
+memory/migrations/0016_search_vector_any_script.py,
 context/migrations/0009_search_vector_any_script.py) recompute the rows already stored,
 and go back to English-only words."""
 
@@ -10,7 +10,7 @@ from django.db.migrations.executor import MigrationExecutor
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [
-    ("memory", "0014_history_audience"),
+    ("memory", "0015_history_keeps_its_memory"),
     ("context", "0008_document_proposals"),
     ("search", "0002_searchlog_labels_and_system_searches"),
 ]

@@ -58,7 +58,7 @@ def _column() -> models.GeneratedField:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0014_history_audience"),
+        ("memory", "0015_history_keeps_its_memory"),
         ("search", "0003_text_search_any_script"),
     ]
 
