@@ -56,6 +56,7 @@ bench: install
 	$(UV) run --frozen python bench/soak.py
 	$(UV) run --frozen python bench/restart.py
 	$(UV) run --frozen python bench/security.py
+	$(UV) run --frozen python bench/multilingual.py
 	$(UV) run --frozen python bench/retrieval.py
 
 lint: install

@@ -799,9 +799,7 @@ def keyword_matches(queries: list[tuple[Any, str]]) -> list[int]:
     from search.keyword import AnyWordQuery
 
     return [
-        Memory.objects.filter(user=user, search_vector=AnyWordQuery(query, config="english"))
-        .order_by()
-        .count()
+        Memory.objects.filter(user=user, search_vector=AnyWordQuery(query)).order_by().count()
         for user, query in queries
     ]
 

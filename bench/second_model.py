@@ -22,13 +22,14 @@ Rankings, each over one user's facts:
     stores them; questions through `embed_query`, "query: "). BM25 computed here with
     search/keyword.py's formula (k1, b, KEY_WEIGHT, IDF and coverage over the matched
     rows) on lexemes PostgreSQL itself makes: the product's `mnemo_memory_tsvector` of
-    the key bench/retrieval.py writes (`fact:<slug>`) and the fact's text, and
-    `to_tsvector('english', question)`; so stemming and stop words are PostgreSQL's
-    'english' configuration exactly. `--check-keyword` also writes the facts as Memory
-    rows and compares every question's keyword side with search/keyword.py's SQL. Each
-    side's top MNEMO_SEARCH_CANDIDATES, fused by search/fusion.py's `fuse` with the
-    settings' weights and e5's calibrated floor. The use and age nudges (memory/search.py)
-    are 1 for memories just written and never used, so they are left out.
+    the key bench/retrieval.py writes (`fact:<slug>`) and the fact's text, and the
+    English stems of the product's `mnemo_query_terms(question)`; so for English text,
+    stemming and stop words are PostgreSQL's 'english' configuration exactly.
+    `--check-keyword` also writes the facts as Memory rows and compares every question's
+    keyword side with search/keyword.py's SQL. Each side's top MNEMO_SEARCH_CANDIDATES,
+    fused by search/fusion.py's `fuse` with the settings' weights and e5's calibrated
+    floor. The use and age nudges (memory/search.py) are 1 for memories just written and
+    never used, so they are left out.
 (b) (a) plus MiniLM as a third side: its top candidates, normalised by `fuse` as the
     product normalises a model without a calibrated floor (from the lowest candidate to
     the best), added with a weight taken out of the vector side's, so the weights still
@@ -363,7 +364,9 @@ def load_users(path: Path) -> list[User]:
 def read_lexemes(users: list[User]) -> None:
     """Each fact's lexemes with their term frequency as search/keyword.py counts it (a
     position of weight A, from the key, counts KEY_WEIGHT), from the product's own
-    tsvector function; each question's lexemes from to_tsvector('english')."""
+    tsvector function; each question's terms from the product's mnemo_query_terms (a
+    term's English stem: the as-written forms it also matches, which only a fact not
+    guessed English is stored as, are left out of this approximation)."""
     from django.db import connection
 
     from search.keyword import KEY_WEIGHT
@@ -391,7 +394,8 @@ def read_lexemes(users: list[User]) -> None:
                 """
                 SELECT q.i, t.lexeme
                 FROM unnest(%s::text[]) WITH ORDINALITY AS q(text, i)
-                CROSS JOIN LATERAL unnest(to_tsvector('english'::regconfig, q.text)) AS t
+                CROSS JOIN LATERAL (SELECT DISTINCT term AS lexeme
+                                    FROM mnemo_query_terms(q.text)) AS t
                 """,
                 [questions],
             )

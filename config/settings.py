@@ -110,6 +110,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "pages.context_processors.nav_counts",
             ],
+            # `{% when moment %}` on every page without a load: lib/when.py.
+            "builtins": ["lib.when"],
         },
     },
 ]
@@ -155,6 +157,8 @@ TIME_ZONE = "UTC"
 # for translation, and dates keep the English formats of LANGUAGE_CODE either way.
 USE_I18N = False
 USE_TZ = True
+# One date and time format per language, for every page (lib/when.py): config/formats/en/.
+FORMAT_MODULE_PATH = ["config.formats"]
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -1,9 +1,9 @@
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import Func, Q
 from django.utils import timezone
 
 from activity.actors import ActorMixin
@@ -188,6 +188,16 @@ class VersionAction(models.TextChoices):
     RESTORE = "restore", "Restore"
 
 
+# What a version's change was, as the history says it happened ("Written by you"): the
+# choices' labels name the action ("Write"), which reads wrongly before "by".
+VERSION_DONE = {
+    VersionAction.WRITE: "Written",
+    VersionAction.APPEND: "Added to",
+    VersionAction.DELETE: "Deleted",
+    VersionAction.RESTORE: "Restored",
+}
+
+
 class DocumentVersion(ActorMixin):
     """One row per change to a document. Append-only.
 
@@ -249,6 +259,11 @@ class DocumentVersion(ActorMixin):
 
     def __str__(self) -> str:
         return f"{self.path}: {self.get_action_display()} by {self.actor_label}"
+
+    @property
+    def done_label(self) -> str:
+        """The change as done: "Written", "Added to" (then "by you" on the pages)."""
+        return VERSION_DONE.get(self.action, self.get_action_display())
 
     def save(self, *args: object, **kwargs: object) -> None:
         from activity.models import AppendOnlyError
@@ -372,8 +387,10 @@ class DocumentChunk(EmbeddingFields):
     )
     ordinal = models.PositiveIntegerField()
     text = models.TextField()
+    # The text's words for any script: English stemmed, other text as written, text with
+    # no spaces as character pairs (search/migrations/0003_text_search_any_script.py).
     search_vector = models.GeneratedField(
-        expression=SearchVector("text", config="english"),
+        expression=Func("text", function="mnemo_text_tsvector", output_field=SearchVectorField()),
         output_field=SearchVectorField(),
         db_persist=True,
     )

@@ -80,6 +80,48 @@ def fence(value: str) -> str:
     return "\\" + value
 
 
+# An entry's kind label ("Prefers:", memory/block_rows.py ENTRY_LABELS) is left out where the
+# text's own first word says it already: "Prefers: Prefers oat milk" becomes "Prefers oat
+# milk", "Decided: We decided to ship" "We decided to ship". The rule, cheap and the same for
+# every language: the text's first word, or its second after a subject (I, we, they, the
+# user, …), is the label's word in one of its English forms below, whole and in any case.
+# Only these English words match, so a text in another language keeps its label unless it
+# starts with the very same word; a word that merely starts like one ("Notebook", "Factory")
+# keeps it too.
+LABEL_WORDS = {
+    "instruction": frozenset({"note", "noted", "notes", "instruction", "instructions"}),
+    "preference": frozenset(
+        {"prefer", "prefers", "preferred", "preferring", "preference", "preferences"}
+    ),
+    "fact": frozenset({"fact", "facts"}),
+    "decision": frozenset({"decide", "decided", "decides", "deciding", "decision", "decisions"}),
+    "discovery": frozenset(
+        {"discover", "discovered", "discovers", "discovering", "discovery", "discoveries"}
+    ),
+    "pattern": frozenset({"pattern", "patterns"}),
+    "task": frozenset({"task", "tasks"}),
+    "bugfix": frozenset({"fix", "fixed", "fixes", "bugfix", "bugfixes", "bug-fix"}),
+}
+_SUBJECTS = frozenset({"i", "we", "you", "they", "he", "she", "user", "the user", "the team"})
+_WORD_END = ":,.;!"
+
+
+def repeats_label(kind: str, value: str) -> bool:
+    """Whether the text's own first word says what the kind's label would (see LABEL_WORDS)."""
+    words = LABEL_WORDS.get(kind)
+    if words is None:
+        return False
+    head = value[:60].casefold().split(maxsplit=3)
+    if not head:
+        return False
+    if head[0].rstrip(_WORD_END) in words:
+        return True
+    for size in (1, 2):  # "we decided", "the user prefers"
+        if len(head) > size and " ".join(head[:size]) in _SUBJECTS:
+            return head[size].rstrip(_WORD_END) in words
+    return False
+
+
 def _shorten(value: str, size: int) -> str:
     """`value` in at most `size` characters, ending with "…" if it had to be cut."""
     if len(value) <= size:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import connection
 
-from memory.block_format import _as_data, _shorten
+from memory.block_format import _as_data, _shorten, repeats_label
 from memory.keys import PROFILE_KEYS
 from memory.models import Memory, Source
 from memory.selectors import memory_states_as_of
@@ -85,12 +85,15 @@ _kept_lock = threading.Lock()  # held to add (and drop) rows and blocks; a rende
 
 
 def entry_line(key: str, value: str, limit: int) -> str | None:
-    """An entry's line "- Fact: …", shortened to `limit` characters; None for a key that
-    is not an entry (a profile or style key) and for a value with nothing left to show."""
+    """An entry's line "- Fact: …" ("- We decided …" without a label that the text repeats,
+    memory/block_format.py `repeats_label`), shortened to `limit` characters; None for a key
+    that is not an entry (a profile or style key) and for a value with nothing left to show."""
     if not value or key in PROFILE_KEYS or ":" not in key:
         return None
     # Keys in the table match the key grammar (a check constraint), so the kind is known.
-    prefix = _PREFIXES[key.partition(":")[0]]
+    kind = key.partition(":")[0]
+    # No "Prefers: Prefers oat milk": the label goes where the text says it already.
+    prefix = "- " if repeats_label(kind, value) else _PREFIXES[kind]
     line = prefix + value
     if len(line) > limit:
         line = prefix + _shorten(value, limit - len(prefix))

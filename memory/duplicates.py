@@ -143,9 +143,11 @@ def _similarities(value: str, others: list[str]) -> list[float]:
 
 
 # The words of `new` not among the words of `old`, and how many words `new` has, compared
-# as the keyword side indexes them (the english configuration: stemmed, stop words dropped).
-# `new` and `old` are SQL expressions.
-_WORDS = "tsvector_to_array(to_tsvector('english', {}))"
+# as the keyword side indexes them (mnemo_text_tsvector, SQL in
+# search/migrations/0003_text_search_any_script.py: English stemmed, stop words dropped;
+# other text as written; text without spaces as character pairs). `new` and `old` are SQL
+# expressions.
+_WORDS = "tsvector_to_array(mnemo_text_tsvector({}))"
 _MISSING_SQL = (
     "(SELECT count(*) FROM (SELECT unnest("  # noqa: S608 - constants
     + _WORDS.format("{new}")

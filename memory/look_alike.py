@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchVectorField
 from django.db.models import Func, TextField
 
 from memory.duplicates import MIN_SHARED_WORDS, near_threshold
@@ -93,7 +93,7 @@ def _recent_notes(user: AbstractBaseUser) -> list[Memory]:
     each with its `words` as memory/duplicates.py counts them."""
     # memory/duplicates.py words_sql, as the ORM writes it.
     words = Func(
-        SearchVector("value", config="english"),
+        Func("value", function="mnemo_text_tsvector", output_field=SearchVectorField()),
         function="tsvector_to_array",
         output_field=ArrayField(TextField()),
     )

@@ -156,7 +156,7 @@ def user_zone(user: AbstractBaseUser | None) -> ZoneInfo:
 
 
 # The agent-memory design promotes a memory to the scratchpad once it was accessed 3 times
-# (README.md, "Agent API", the scratchpad): read with get_memory or returned by a search,
+# (docs/api.md, the scratchpad): read with get_memory or returned by a search,
 # both counted by memory/uses.py memory_count_uses.
 SCRATCHPAD_USES = 3
 # The design's scratchpad is filled by recency over the last 7 days: an older note that was
@@ -408,12 +408,18 @@ def history_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, b
     wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
     if not wanted:
         return {}
+    # A row keeps its memory's id after the memory is deleted: whether that memory is
+    # there is asked of the memory table, not read from the id.
+    its_memory = Exists(Memory.objects.filter(user=user, pk=OuterRef("memory_id")))
     rows = (
         MemoryHistory.objects.filter(user=user, pk__in=wanted)
-        .annotate(key_there=ExpressionWrapper(_key_there(user), output_field=BooleanField()))
-        .values_list("pk", "memory_id", "key_there")
+        .annotate(
+            its_memory=its_memory,
+            key_there=ExpressionWrapper(_key_there(user), output_field=BooleanField()),
+        )
+        .values_list("pk", "its_memory", "key_there")
     )
-    return {pk: memory_id is not None or key_there for pk, memory_id, key_there in rows}
+    return {pk: its_memory or key_there for pk, its_memory, key_there in rows}
 
 
 def _key_there(user: AbstractBaseUser) -> Q:
@@ -436,3 +442,22 @@ def proposal_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, 
         return {}
     rows = MemoryProposal.objects.filter(user=user, pk__in=wanted).values_list("pk", "status")
     return dict(rows)
+
+
+def history_texts(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, str]:
+    """For each of these ids that is one of the user's history rows: the text its change
+    left (or, for a deletion, removed), for pages that name a change by what it says rather
+    than by its key (pages/views/activity.py). A stored state is not trusted: a value that is
+    not text is left out. One query."""
+    wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
+    if not wanted:
+        return {}
+    rows = MemoryHistory.objects.filter(user=user, pk__in=wanted).values_list(
+        "pk", "after__value", "before__value"
+    )
+    texts = {}
+    for pk, after, before in rows:
+        text = after if after is not None else before
+        if isinstance(text, str) and text.strip():
+            texts[pk] = text
+    return texts

@@ -27,11 +27,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from activity.actors import Actor
 from context.models import Document
 from context.services import MAX_BODY_BYTES, document_delete, document_write
 from lib.errors import NotFound, ServiceError
+from lib.when import when_text
 from memory.models import Memory
 from memory.services import memory_delete, memory_upsert
 from memory.snapshots import same_state
@@ -278,7 +280,8 @@ def _import_memory(
         report.add("memories", item, "skipped", "The same memory is there already.")
     else:
         when = write.memory.updated_at
-        reason = f"Yours is newer (changed {when:%Y-%m-%d %H:%M} UTC)."
+        with timezone.override(UTC):  # the page's one format (lib/when.py), in UTC as it says
+            reason = f"Yours is newer (changed {when_text(when)} UTC)."
         report.add("memories", item, "skipped", reason)
     return write.created
 

@@ -10,8 +10,12 @@ Everything is computed from the stored tsvector, so no extension and no second i
 needed, and the whole side stays one SQL statement the vector side joins by UNION ALL:
 
 - the rows matching any query word are read once (through the same filter as before);
+- the query's terms come from `mnemo_query_terms` (SQL in
+  search/migrations/0003_text_search_any_script.py): a word is one term matched by its
+  English stem or by the word as written (a row is stored stemmed when it looks English,
+  as written otherwise), a pair of characters of text written without spaces another;
 - `unnest(tsvector)` gives each matched row's lexemes with their positions and weights:
-  the term frequency of a query word is its number of positions, a position of weight A
+  the term frequency of a query term is its lexemes' number of positions, a position of weight A
   (a key word or tag, memory/models.py) counting KEY_WEIGHT times (BM25F's field weight);
   a row's length is its number of distinct lexemes (length(tsvector)), which needs no
   second pass over its text;
@@ -47,12 +51,18 @@ SIDE = "keyword"  # the first column of this side's rows in the search statement
 
 
 class AnyWordQuery(SearchQuery):
-    """A tsquery matching any lexeme of the text: 'english' stems, drops stop words, ORs.
+    """A tsquery matching any of the query's terms (`mnemo_any_word_query`, SQL in
+    search/migrations/0003_text_search_any_script.py): each word as its English stem and
+    as written, English stop words left out unless the query looks like another language,
+    text written without spaces as character pairs; all ORed.
 
     plainto_tsquery and websearch_to_tsquery AND every word, and a question asked in the
     user's own words rarely shares all of its words with a short fact."""
 
-    template = "replace(strip(to_tsvector(%(expressions)s))::text, ' ', ' | ')::tsquery"
+    template = "mnemo_any_word_query(%(expressions)s)"
+
+    def __init__(self, value: str) -> None:
+        super().__init__(value)
 
 
 def keyword_side(
@@ -99,7 +109,7 @@ def _keyword_side_sql(
     searched: tuple[str, list],
 ) -> tuple[str, list]:
     matched_sql, matched_params = (
-        rows.filter(search_vector=AnyWordQuery(query, config="english"))
+        rows.filter(search_vector=AnyWordQuery(query))
         .order_by()
         .values_list("pk", "search_vector", *columns)
         .query.sql_with_params()
@@ -111,20 +121,22 @@ def _keyword_side_sql(
     sql = f"""
         SELECT * FROM (
             WITH matched ({names}) AS MATERIALIZED ({matched_sql}),
-            terms AS (SELECT lexeme FROM unnest(to_tsvector('english'::regconfig, %s))),
+            terms AS MATERIALIZED (SELECT term, lexeme FROM mnemo_query_terms(%s)),
             searched AS MATERIALIZED ({searched_sql}),
             tf AS (
-                SELECT m.id, t.lexeme, length(m.search_vector) AS dl,
-                       coalesce((SELECT sum(CASE w WHEN 'A' THEN %s ELSE 1.0 END)::float8
-                                 FROM unnest(t.weights) AS w), 1) AS tf
+                SELECT m.id, terms.term, max(length(m.search_vector)) AS dl,
+                       sum(coalesce((SELECT sum(CASE w WHEN 'A' THEN %s ELSE 1.0 END)::float8
+                                     FROM unnest(t.weights) AS w), 1)) AS tf
                 FROM matched m CROSS JOIN LATERAL unnest(m.search_vector) AS t
-                WHERE t.lexeme IN (SELECT lexeme FROM terms)
+                JOIN terms ON terms.lexeme = t.lexeme
+                GROUP BY m.id, terms.term
             ),
-            df AS (SELECT lexeme, count(*)::float8 AS df FROM tf GROUP BY lexeme),
+            df AS (SELECT term, count(*)::float8 AS df FROM tf GROUP BY term),
             idf AS (
-                SELECT terms.lexeme,
+                SELECT asked.term,
                        ln(1 + (searched.n - seen.df + 0.5) / (seen.df + 0.5)) AS idf
-                FROM terms CROSS JOIN searched LEFT JOIN df USING (lexeme)
+                FROM (SELECT DISTINCT term FROM terms) AS asked CROSS JOIN searched
+                LEFT JOIN df USING (term)
                 CROSS JOIN LATERAL (SELECT greatest(df.df, 1) AS df) AS seen
             ),
             average AS (SELECT greatest(avg(length(search_vector)), 1)::float8 AS dl FROM matched),
@@ -133,7 +145,7 @@ def _keyword_side_sql(
                        sum(idf.idf * tf.tf * (%s + 1)
                            / (tf.tf + %s * (1 - %s + %s * tf.dl / average.dl))) AS score,
                        sum(idf.idf) / nullif((SELECT sum(idf) FROM idf), 0) AS coverage
-                FROM tf JOIN idf USING (lexeme) CROSS JOIN average
+                FROM tf JOIN idf USING (term) CROSS JOIN average
                 GROUP BY tf.id
                 ORDER BY score DESC, tf.id
                 LIMIT %s

@@ -292,10 +292,13 @@ def headline(query: str, field: str) -> Func:
         function="translate",
         output_field=TextField(),
     )
+    # Parsed as the row's own words were (search/migrations/0003_text_search_any_script.py),
+    # so a word is marked where it matched. Text written without spaces is parsed as runs,
+    # not as the character pairs that matched: its snippet is its opening, unmarked.
     return Func(
-        Value("english"),
+        Func(F(field), function="mnemo_text_config"),
         clean_text,
-        AnyWordQuery(query, config="english"),
+        AnyWordQuery(query),
         Value(options),
         function="ts_headline",
         output_field=TextField(),

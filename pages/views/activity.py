@@ -20,7 +20,10 @@ from activity.actors import ActorKind
 from activity.models import ActivityEvent, EventType
 from activity.selectors import activity_list
 from lib.pages import HtmxHttpRequest, Who, render_page, who
+from memory.selectors import history_texts
 from pages.activity_links import Found, Target, found_for, target_of
+from pages.views.context_shared import quoted
+from portability.origins import changes_imported_from, imported_who
 from profiles.models import Agent
 from work.models import WorkKind
 
@@ -282,13 +285,56 @@ def _describe_learning(event: ActivityEvent, by_agent: str) -> str:
     return f"Daily LLM budget reached: {used:,} of {budget:,} tokens"
 
 
-def _row(request: HtmxHttpRequest, event: ActivityEvent, found: Found) -> Row:
+def _imports(request: HtmxHttpRequest, events: list[ActivityEvent]) -> dict[int, str]:
+    """The events (by id) of memories an import of another tool wrote, with the tool's
+    name: the row says "import from ChatGPT", not "system" (portability/origins.py)."""
+    history_ids = {
+        event.pk: event.payload["history_id"]
+        for event in events
+        if event.event_type == EventType.MEMORY_WRITTEN
+        and event.actor_type == ActorKind.SYSTEM
+        and isinstance(event.payload, dict)
+        and isinstance(event.payload.get("history_id"), int)
+    }
+    if not history_ids:
+        return {}
+    tools = changes_imported_from(user=request.user, history_ids=history_ids.values())
+    return {pk: tools[h] for pk, h in history_ids.items() if h in tools}
+
+
+def _texts(request: HtmxHttpRequest, events: list[ActivityEvent]) -> dict[int, str]:
+    """The text of each memory change (by the event's id) that the row names by it."""
+    history_ids = {
+        event.pk: event.payload["history_id"]
+        for event in events
+        if event.event_type in (EventType.MEMORY_WRITTEN, EventType.MEMORY_DELETED)
+        and isinstance(event.payload, dict)
+        and event.payload.get("action") != "rename"  # a rename is about its keys
+        and isinstance(event.payload.get("history_id"), int)
+    }
+    texts = history_texts(user=request.user, ids=history_ids.values())
+    return {pk: texts[h] for pk, h in history_ids.items() if h in texts}
+
+
+def _row(
+    request: HtmxHttpRequest,
+    event: ActivityEvent,
+    found: Found,
+    imported: dict[int, str],
+    texts: dict[int, str],
+) -> Row:
     by = who(request, event)
+    if event.pk in imported:
+        by = Who(ActorKind.SYSTEM, *imported_who(imported[event.pk]))
     label = event.get_event_type_display()
     target = target_of(event, found)
     if event.event_type in LEARNING_EVENTS:
         return Row(event, label, by, _describe_learning(event, by.name), "", "", target)
     verb, subject, detail = _describe(event)
+    if event.pk in texts:
+        # The memory by what it says; its key is a detail, after it.
+        detail = f"{subject} · {detail}" if detail else subject
+        return Row(event, label, by, verb, quoted(texts[event.pk]), detail, target, code=False)
     return Row(
         event, label, by, verb, subject, detail, target, event.event_type not in TITLED_EVENTS
     )
@@ -313,10 +359,11 @@ def activity_page(request: HtmxHttpRequest) -> TemplateResponse:
     page = Paginator(events, PER_PAGE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
     found = found_for(user=request.user, events=shown)
+    imported, texts = _imports(request, shown), _texts(request, shown)
     context = {
         "form": form,
         "page": page,
-        "rows": [_row(request, event, found) for event in shown],
+        "rows": [_row(request, event, found, imported, texts) for event in shown],
         "filtered": filtered,
     }
     status = 400 if form.is_bound and not form.is_valid() and not request.htmx else 200

@@ -30,6 +30,8 @@ from pages.views.context_shared import (
     announce_change,
     get_history_for_user,
     get_memory_for_user,
+    name_imports,
+    quoted,
     render_entry_row,
     shown_text,
     tab_url,
@@ -68,10 +70,12 @@ def _history_context(
     key: str,
     memory: Memory | None = None,
     owner_agent_id: int | None = None,
+    memory_id: int | None = None,
 ) -> dict[str, Any]:
     """The timeline of `memory` (or, when it has none now, of `key` in the audience
-    `owner_agent_id` names: the user's memory, or that agent's notes): its changes under
-    every key it had (a rename keeps the row), a rename shown as one."""
+    `owner_agent_id` names: the user's memory, or that agent's notes, with the changes of
+    the deleted memory `memory_id`, whose rows keep its id): its changes under every key it
+    had (a rename keeps the row), a rename shown as one."""
     if memory is None:
         memory = Memory.objects.filter(
             user=request.user, key=key, owner_agent_id=owner_agent_id
@@ -83,7 +87,7 @@ def _history_context(
         memory_history_for_key(
             user=request.user,
             key=key,
-            memory_id=memory.pk if memory else None,
+            memory_id=memory.pk if memory else memory_id,
             owner_agent_id=owner_agent_id,
         ).select_related("memory")  # for restore_target
     )
@@ -116,6 +120,7 @@ def _history_context(
             row.new_key = shown_text(after.get("key")) or row.key
         # A merge changed nothing: the state it shows is the one the change before it left.
         row.restorable = not row.damaged and not merged and _restore_changes(row, key, current)
+    name_imports(request, rows)
     kind = memory.kind if memory else Memory(key=key).kind
     tab = "profile" if kind == "profile" else "styles" if kind == "style" else "entries"
     # An agent's own note: the page says whose (the block is outside the timeline partial).
@@ -124,6 +129,8 @@ def _history_context(
         notes_of = Agent.objects.filter(user=request.user, pk=owner_agent_id).first()
     return {
         "key": key,
+        # The page is named by the memory's text, as the link to it is; the key is a detail.
+        "quoted": quoted(memory.value) if memory else "",
         "memory": memory,
         "rows": rows,
         "back_url": tab_url(tab),
@@ -174,7 +181,7 @@ def history_detail(request: HtmxHttpRequest, history_id: int) -> TemplateRespons
     memory = None
     if row.memory_id is not None:  # the memory it belongs to, under whatever key it has now
         memory = Memory.objects.filter(user=request.user, pk=row.memory_id).first()
-    context = _history_context(request, row.key, memory, row.owner_agent_id)
+    context = _history_context(request, row.key, memory, row.owner_agent_id, row.memory_id)
     return render_page(request, HISTORY_PAGE, context, partial="timeline")
 
 

@@ -24,6 +24,7 @@ from django.forms import BoundField
 from django.http import HttpResponse, HttpResponseRedirect, QueryDict
 from django.urls import reverse
 from django.utils import dateformat, timezone
+from django.utils.formats import get_format
 from django.views.decorators.http import require_http_methods
 
 from lib.errors import InvalidInput, ServiceError
@@ -185,7 +186,8 @@ def preview_context(
         "as_of": as_of if moment or as_of_error else "",
         # As a datetime-local input takes it (no fraction of a second), and as people read it.
         "as_of_value": _local(moment, zone, "Y-m-d\\TH:i", ":s") if moment else as_of,
-        "as_of_label": _local(moment, zone, "j M Y, H:i", ":s") if moment else "",
+        # In the pages' one format (lib/when.py), with the seconds when it names them.
+        "as_of_label": _local(moment, zone, get_format("DATETIME_FORMAT"), ":s") if moment else "",
         "as_of_max": _local(timezone.now(), zone, "Y-m-d\\TH:i"),
         "as_of_zone": zone.key,
         "as_of_error": as_of_error,

@@ -2,7 +2,8 @@
 its tabs, history and recently deleted): the page's template and tab links, the lookups of
 the user's memories and history rows, the htmx event that refreshes the preview, the ids
 kept across a refresh, how a memory is shown (its origin, a short quote, a stored state's
-text), the credential warning after a save, and the entry list's address.
+text; an import's tool, portability/origins.py), the credential warning after a save, and
+the entry list's address.
 
 Nothing typed is lost when a region is swapped: static/js/unsaved.js asks before a tab
 switch or leaving the page with unsaved edits, and sends the ids of open entry editors and
@@ -23,15 +24,16 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.text import Truncator
 
-from activity.actors import Actor
+from activity.actors import Actor, ActorKind
 from lib.credentials import saved_warning
-from lib.pages import HtmxHttpRequest, done, render_page
+from lib.pages import HtmxHttpRequest, Who, done, render_page
 from memory.forms import KIND_LABELS
 from memory.keys import ENTRY_KINDS
 from memory.models import MAX_VALUE_LENGTH, Memory, MemoryHistory, Source
 from memory.occurrence import said_worth_showing
 from memory.outcomes import MemoryWrite
 from memory.selectors import MemoryBatch, memory_agent_names, memory_list
+from portability.origins import changes_imported_from, imported_who, memories_imported_from
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -137,6 +139,14 @@ def annotate_memories(user: AbstractBaseUser, memories: list[Memory]) -> list[Me
         if memory.source != Source.USER_STATED and memory.owner_agent_id is None
     ]
     agents = memory_agent_names(user=user, keys=noted) if noted else {}
+    imported = (
+        memories_imported_from(
+            user=user,
+            memory_ids=[m.pk for m in memories if m.source == Source.TP_EXTRACTED],
+        )
+        if noted
+        else {}
+    )
     for memory in memories:
         memory.kind_label = KIND_LABELS.get(memory.kind, "")
         memory.quoted = quoted(memory.value)
@@ -153,11 +163,24 @@ def annotate_memories(user: AbstractBaseUser, memories: list[Memory]) -> list[Me
                 "agent",
                 f"noted by agent {agents[memory.key]}",
             )
+        elif memory.pk in imported:  # another tool's memory, imported: say which tool
+            memory.origin_kind = "system"
+            memory.origin_label = f"imported from {imported[memory.pk]}"
         elif memory.source == Source.DOCUMENT:
             memory.origin_kind, memory.origin_label = "agent", "promoted from a document"
         else:
             memory.origin_kind, memory.origin_label = "agent", "noted by an agent"
     return memories
+
+
+def name_imports(request: HtmxHttpRequest, rows: list[MemoryHistory]) -> None:
+    """History rows that an import of another tool wrote say where it came from ("an import
+    from ChatGPT") rather than "system"; call after setting each row's `who`."""
+    system = [row.pk for row in rows if row.actor_type == ActorKind.SYSTEM]
+    tools = changes_imported_from(user=request.user, history_ids=system) if system else {}
+    for row in rows:
+        if row.pk in tools:
+            row.who = Who(ActorKind.SYSTEM, *imported_who(tools[row.pk]))
 
 
 def shown_text(value: object) -> str | None:

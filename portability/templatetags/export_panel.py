@@ -8,20 +8,22 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.translation import ngettext
 
 from portability import format as fmt
 from portability.export import export_counts
 
 register = template.Library()
 
+# (one, many): the panel says "1 work item", "2 work items".
 LABELS = {
-    fmt.MEMORIES: "memories",
-    fmt.MEMORY_HISTORY: "memory changes",
-    fmt.DOCUMENTS_DIR: "documents",
-    fmt.DOCUMENT_VERSIONS: "document versions",
-    fmt.WORK_DIR: "work items",
-    fmt.ACTIVITY: "activity events",
-    fmt.PROPOSALS: "proposals",
+    fmt.MEMORIES: ("memory", "memories"),
+    fmt.MEMORY_HISTORY: ("memory change", "memory changes"),
+    fmt.DOCUMENTS_DIR: ("document", "documents"),
+    fmt.DOCUMENT_VERSIONS: ("document version", "document versions"),
+    fmt.WORK_DIR: ("work item", "work items"),
+    fmt.ACTIVITY: ("activity event", "activity events"),
+    fmt.PROPOSALS: ("proposal", "proposals"),
 }
 
 
@@ -31,4 +33,4 @@ def export_panel(context: template.Context) -> dict[str, Any]:
     request = context.get("request")
     user = getattr(request, "user", None) or context.get("user")
     counts = export_counts(user) if user is not None and user.is_authenticated else {}
-    return {"counts": [(LABELS[name], n) for name, n in counts.items()]}
+    return {"counts": [(ngettext(*LABELS[name], n), n) for name, n in counts.items()]}

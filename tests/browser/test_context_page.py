@@ -348,7 +348,7 @@ def test_changing_an_entrys_kind_moves_it_and_keeps_its_history(
         expect(preview(page)).to_contain_text("Prefers: Oat milk in flat whites")
 
     row.get_by_role("link", name="History of “Oat milk in flat whites”").click()
-    expect(page.get_by_role("heading", name="History of preference:oat-milk")).to_be_visible()
+    expect(page.get_by_role("heading", name="History of “Oat milk in flat whites”")).to_be_visible()
     expect(page.locator(".timeline-item")).to_have_count(2)
     expect(page.locator(".timeline-item").first).to_contain_text(
         "Renamed from fact:oat-milk to preference:oat-milk"
@@ -426,7 +426,7 @@ def test_restore_an_old_value_from_the_history_page(signed_in_page, alice, same_
     expect(preview(page)).to_contain_text("- Fact: Lisbon")
 
     page.get_by_role("link", name="History of “Lisbon”").click()
-    expect(page.get_by_role("heading", name="History of fact:home-city")).to_be_visible()
+    expect(page.get_by_role("heading", name="History of “Lisbon”")).to_be_visible()
     current = page.locator("#history-timeline .current .value")
     expect(current).to_have_text("Lisbon")
     expect(page.locator(".timeline-item")).to_have_count(2)

@@ -72,7 +72,8 @@ def test_a_document_an_agent_deleted_comes_back_from_recently_deleted(
     expect(deletion).to_contain_text("assistant")
     deletion.get_by_role("link", name="projects/alpha.md").click()
     expect(page).to_have_url(f"{live_server.url}/documents/versions/{version_id}/")
-    expect(page.locator("#doc-panel-title")).to_have_text("Delete of projects/alpha.md")
+    expect(page.locator("#doc-panel-title")).to_have_text("Version of projects/alpha.md")
+    expect(page.locator(".doc-meta")).to_contain_text("Deleted by")
     expect(page.locator("#doc-body")).to_contain_text("Ship the zebra release on Friday.")
 
 

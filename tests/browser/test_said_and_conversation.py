@@ -38,7 +38,7 @@ def test_an_agents_dated_note_says_when_and_where_as_text(
     page.goto("/?tab=entries")
 
     said = page.locator(f"#memory-{memory.pk} .said")
-    expect(said).to_have_text(f"said 8 May 2023 · in conversation {SCRIPT}")
+    expect(said).to_have_text(f"said May 8, 2023 · in conversation {SCRIPT}")
     assert page.evaluate("window.forged") is None
 
 
@@ -56,7 +56,7 @@ def test_adding_and_editing_the_day_and_conversation(signed_in_page, alice_in_si
     memory = Memory.objects.get(user=alice_in_singapore, value="Ran the Lisbon marathon")
     assert (memory.occurred_at, memory.session) == (datetime(2023, 10, 14, 16, tzinfo=UTC), "diary")
     row = page.locator(f"#memory-{memory.pk}")
-    expect(row.locator(".said")).to_have_text("said 15 Oct 2023 · in conversation diary")
+    expect(row.locator(".said")).to_have_text("said Oct 15, 2023 · in conversation diary")
 
     row.get_by_role("link", name="Edit").click()
     editor = page.locator(f"#memory-{memory.pk}.editing")
@@ -67,6 +67,6 @@ def test_adding_and_editing_the_day_and_conversation(signed_in_page, alice_in_si
     editor.get_by_role("button", name="Save").click()
 
     row = page.locator(f"#memory-{memory.pk}:not(.editing)")
-    expect(row.locator(".said")).to_have_text("said 16 Oct 2023")
+    expect(row.locator(".said")).to_have_text("said Oct 16, 2023")
     memory.refresh_from_db()
     assert (memory.occurred_at, memory.session) == (datetime(2023, 10, 15, 16, tzinfo=UTC), "")

@@ -351,7 +351,7 @@ def test_a_merged_note_keeps_when_and_in_which_conversation_it_was_said(client, 
     item = item[: item.index("</li>")]
     assert 'said <time datetime="2023-05-08T00:00:00+00:00"' in item
     assert (
-        '8 May 2023</time> · in conversation <span class="session">chat-7 &lt;b&gt;</span>'
+        'May 8, 2023</time> · in conversation <span class="session">chat-7 &lt;b&gt;</span>'
     ) in item
 
 

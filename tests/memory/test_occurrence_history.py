@@ -259,7 +259,7 @@ def test_the_inbox_says_what_a_proposal_does_to_the_time_and_conversation(
 
     body = client.get("/context/inbox/").content.decode()
 
-    assert "<li>Says it was said 1 Jun 2023 00:00 (was 8 May 2023 13:56)</li>" in body
+    assert "<li>Says it was said Jun 1, 2023, 00:00 (was May 8, 2023, 13:56)</li>" in body
     assert "<li>Puts it in conversation &lt;b&gt;chat&lt;/b&gt;</li>" in body
-    assert "<li>Says it was said 8 May 2023 13:56</li>" in body
+    assert "<li>Says it was said May 8, 2023, 13:56</li>" in body
     assert "<b>chat</b>" not in body

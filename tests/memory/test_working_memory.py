@@ -893,7 +893,7 @@ def test_preview_as_of_a_time_in_the_users_timezone(as_alice, alice):
     assert response.status_code == 200
     local = moment.astimezone(ZoneInfo("Asia/Singapore"))
     seconds = ":s" if local.second else ""
-    label = dateformat.format(local, "j M Y, H:i" + seconds)
+    label = dateformat.format(local, "M j, Y, H:i" + seconds)  # config/formats/en/formats.py
     assert f'<h2 id="preview-title">Working memory as of {label}</h2>' in body
     assert "(Asia/Singapore)" in body
     assert "- Fact: drinks green tea\n</pre>" in body

@@ -57,12 +57,17 @@ def test_full_page_lists_events_newest_first(client, alice, alice_history):
     # Each row links to the memory's history; a memory deleted since says where it went.
     deleted_history = f"/history/{deleted.payload['history_id']}/"
     assert (
-        f'Deleted <a href="{deleted_history}"><code>fact:tea</code></a> <span class="target-state">'
-        '— deleted: <a href="/deleted/">restore from Recently deleted</a></span>'
+        f'Deleted <a href="{deleted_history}">“Likes tea”</a> '
+        '<span class="muted">(fact:tea)</span> <span class="target-state">— deleted: '
+        '<a href="/deleted/">restore from Recently deleted</a></span>'
     ) in html
     coffee = alice_history[1]
     coffee_history = f"/history/{coffee.payload['history_id']}/"
-    assert f'Created <a href="{coffee_history}"><code>fact:coffee</code></a>' in html
+    # A memory is named by what it says; its key follows, as a detail.
+    assert (
+        f'Created <a href="{coffee_history}">“No coffee”</a> '
+        '<span class="muted">(fact:coffee · noted)</span>'
+    ) in html
     assert '<bdi class="badge agent" dir="auto">assistant</bdi>' in html
     assert '<span class="badge user">you</span>' in html
     assert f'datetime="{written_by_alice.created_at.isoformat()}"' in html

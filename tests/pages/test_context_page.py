@@ -567,7 +567,8 @@ def test_changing_the_kind_renames_the_entry_and_keeps_its_history(as_alice, ali
     ]
 
     page = text(as_alice.get(f"/memories/{memory.pk}/history/"))
-    assert "History of <code>preference:oat-milk</code>" in page
+    assert "<h1>History of “Prefers oat milk in flat whites”</h1>" in page
+    assert 'key <code class="key">preference:oat-milk</code>' in page
     assert page.count('class="timeline-item') == 3
     assert "Renamed from <code>fact:oat-milk</code> to <code>preference:oat-milk</code>" in page
     assert (
@@ -579,7 +580,7 @@ def test_changing_the_kind_renames_the_entry_and_keeps_its_history(as_alice, ali
     update = MemoryHistory.objects.get(user=alice, action="update")
     assert f'action="/history/{update.pk}/restore/"' not in page  # it is the current state
     # The old key's history row leads to the same timeline.
-    assert "History of <code>preference:oat-milk</code>" in text(
+    assert "<h1>History of “Prefers oat milk in flat whites”</h1>" in text(
         as_alice.get(f"/history/{create.pk}/")
     )
 

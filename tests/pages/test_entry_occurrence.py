@@ -54,8 +54,8 @@ def test_an_entry_said_on_another_day_in_a_conversation_says_so(as_alice, alice_
     body = as_alice.get("/?tab=entries").content.decode()
 
     assert said_line(body, memory) == (
-        'said <time datetime="2023-05-08T04:00:00+08:00" title="May 8, 2023, 4 a.m.">'
-        '8 May 2023</time> · in conversation <span class="session">chat-42</span>'
+        'said <time datetime="2023-05-08T04:00:00+08:00" title="May 8, 2023, 04:00">'
+        'May 8, 2023</time> · in conversation <span class="session">chat-42</span>'
     )
 
 
@@ -232,9 +232,11 @@ def test_the_history_page_says_when_the_day_or_conversation_changed(as_alice, al
 
     assert SCRIPT not in body
     assert (
-        'Said <time class="old" datetime="2023-05-08T10:00:00+08:00">8 May 2023 10:00</time> '
+        'Said <time class="old" datetime="2023-05-08T10:00:00+08:00" '
+        'title="May 8, 2023, 10:00">May 8, 2023, 10:00</time> '
         '<span aria-label="changed to">→</span> '
-        '<time class="new" datetime="2023-06-01T09:30:00+08:00">1 Jun 2023 09:30</time>'
+        '<time class="new" datetime="2023-06-01T09:30:00+08:00" '
+        'title="Jun 1, 2023, 09:30">Jun 1, 2023, 09:30</time>'
     ) in body
     assert (
         'In conversation <span class="old">a</span> <span aria-label="changed to">→</span> '
@@ -263,8 +265,8 @@ def test_a_search_result_says_when_and_in_which_conversation_it_was_said(as_alic
     }
     assert SCRIPT not in body
     assert (
-        'said <time datetime="2023-05-08T04:00:00+08:00" title="May 8, 2023, 4 a.m.">'
-        '8 May 2023</time> · in conversation <span class="session">'
+        'said <time datetime="2023-05-08T04:00:00+08:00" title="May 8, 2023, 04:00">'
+        'May 8, 2023</time> · in conversation <span class="session">'
         "&lt;script&gt;alert(1)&lt;/script&gt;</span>"
     ) in by_key["fact:moved"]
     assert '<span class="said">' not in by_key["fact:lisbon-flat"]

@@ -186,10 +186,14 @@ def test_results_hold_the_memory_and_the_document_with_links_and_score_parts(as_
     body = text(as_alice.get("/search/?q=QX-88213", headers=HX))
 
     assert "1 memory and 1 document for “QX-88213”." in body
-    entry = f'<a href="/?tab=entries#memory-{memory.pk}"><code class="key">fact:order</code></a>'
+    # The text leads and links to the entry; the key is a detail after it.
+    entry = (
+        f'<a class="value" href="/?tab=entries#memory-{memory.pk}">'
+        "Order QX-88213 was refunded after it arrived broken</a>"
+    )
     assert entry in body
     assert '<span class="badge">fact</span>' in body
-    assert "Order QX-88213 was refunded after it arrived broken" in body
+    assert body.index(entry) < body.index('<code class="key">fact:order</code>')
     assert f'<a href="/memories/{memory.pk}/history/">History' in body
     assert (
         '<a href="/documents/mine/file/projects/parcel.md"><code class="path" dir="auto">'
@@ -211,8 +215,10 @@ def test_profile_and_style_hits_link_to_their_tabs(as_alice, alice):
     say(alice, "company", "YARNNN")
     say(alice, "tone_slack", "casual YARNNN banter")
     body = text(as_alice.get("/search/?q=YARNNN", headers=HX))
-    assert '<a href="/?tab=profile#profile-company"><code class="key">company</code></a>' in body
-    assert '<a href="/?tab=styles#style-slack"><code class="key">tone_slack</code></a>' in body
+    assert '<a class="value" href="/?tab=profile#profile-company">YARNNN</a>' in body
+    assert '<a class="value" href="/?tab=styles#style-slack">casual YARNNN banter</a>' in body
+    assert '<code class="key">company</code>' in body
+    assert '<code class="key">tone_slack</code>' in body
     assert '<span class="badge">profile</span>' in body
     assert '<span class="badge">style</span>' in body
 
@@ -270,7 +276,7 @@ def test_everything_users_wrote_is_escaped_and_highlights_still_work(as_alice, a
         body = text(response)
         assert "<script>alert" not in body
         assert "<img src=x" not in body
-        assert f'<p class="value" dir="auto">zebra {ESCAPED}</p>' in body
+        assert f'" dir="auto">zebra {ESCAPED}</a>' in body
         assert "<mark>zebra</mark>" in body
         assert "onerror=alert(1)&gt;" in body.split('class="snippet"', 1)[1]
 

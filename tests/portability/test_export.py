@@ -337,7 +337,7 @@ def test_settings_page_offers_the_download_with_the_counts(client, alice, seeded
     assert f'href="{PAGE_URL}"' in html
     assert "Download everything" in html
     assert "<strong>2</strong> memories" in html
-    assert "<strong>1</strong> work items" in html
+    assert "<strong>1</strong> work item," in html
 
 
 def test_only_get_is_allowed(client, alice, seeded):
