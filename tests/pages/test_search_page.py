@@ -188,7 +188,7 @@ def test_results_hold_the_memory_and_the_document_with_links_and_score_parts(as_
     assert "1 memory and 1 document for “QX-88213”." in body
     # The text leads and links to the entry; the key is a detail after it.
     entry = (
-        f'<a class="value" href="/?tab=entries#memory-{memory.pk}">'
+        f'<a class="value" href="/?tab=entries#memory-{memory.pk}" dir="auto">'
         "Order QX-88213 was refunded after it arrived broken</a>"
     )
     assert entry in body
@@ -215,8 +215,11 @@ def test_profile_and_style_hits_link_to_their_tabs(as_alice, alice):
     say(alice, "company", "YARNNN")
     say(alice, "tone_slack", "casual YARNNN banter")
     body = text(as_alice.get("/search/?q=YARNNN", headers=HX))
-    assert '<a class="value" href="/?tab=profile#profile-company">YARNNN</a>' in body
-    assert '<a class="value" href="/?tab=styles#style-slack">casual YARNNN banter</a>' in body
+    assert '<a class="value" href="/?tab=profile#profile-company" dir="auto">YARNNN</a>' in body
+    assert (
+        '<a class="value" href="/?tab=styles#style-slack" dir="auto">casual YARNNN banter</a>'
+        in body
+    )
     assert '<code class="key">company</code>' in body
     assert '<code class="key">tone_slack</code>' in body
     assert '<span class="badge">profile</span>' in body
