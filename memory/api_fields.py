@@ -12,7 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from lib.api import FlagField, NumberField, TextField, TextListField, ToolInput
-from lib.tags import TAG_PATTERN, TAG_RULE
+from lib.tags import TAG_RULE, TYPED_TAG_LENGTH
 from memory import visibility
 from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
 from memory.models import (
@@ -150,12 +150,13 @@ def _value_field(**kwargs: Any) -> TextField:
 
 def _tags_field() -> TextListField:
     return TextListField(
-        child=TextField(max_length=40, allow_blank=False),
+        child=TextField(max_length=TYPED_TAG_LENGTH, allow_blank=False),
         max_length=MAX_TAGS,
         required=False,
         help_text=(
-            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE} (pattern {TAG_PATTERN}): "
-            "'Morning Routine' is kept as 'morning-routine'."
+            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE}: 'Morning Routine' is kept as "
+            "'morning-routine', 'café' as 'café'; a label with no letter or digit (an emoji "
+            "alone) is left out, and the answer's `notes` say so."
         ),
     )
 

@@ -15,12 +15,11 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from lib.api import TextField, TextListField, ToolInput, WholeNumberField, error_responses
-from lib.tags import TAG_PATTERN, TAG_RULE
+from lib.tags import TAG_RULE, TYPED_TAG_LENGTH
 from profiles.tool_base import ToolApi
 from work import selectors, services
 from work.models import (
     MAX_BODY_LENGTH,
-    MAX_TAG_LENGTH,
     MAX_TAGS,
     MAX_TITLE_LENGTH,
     WorkItem,
@@ -67,12 +66,13 @@ def _body_field(**kwargs: Any) -> TextField:
 
 def _tags_field() -> TextListField:
     return TextListField(
-        child=TextField(max_length=MAX_TAG_LENGTH, allow_blank=False),
+        child=TextField(max_length=TYPED_TAG_LENGTH, allow_blank=False),
         max_length=MAX_TAGS,
         required=False,
         help_text=(
-            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE} (pattern {TAG_PATTERN}): "
-            "'Morning Routine' is kept as 'morning-routine'."
+            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE}: 'Morning Routine' is kept as "
+            "'morning-routine', 'café' as 'café'; a label with no letter or digit (an emoji "
+            "alone) is left out, and the answer's `notes` say so."
         ),
     )
 
