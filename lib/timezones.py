@@ -50,6 +50,6 @@ def canonical_timezone(value: str, *, field: str = "value") -> str:
     hint = (
         f" Did you mean {' or '.join(close)}?"
         if close
-        else " Type an IANA zone such as Europe/Paris, Asia/Singapore or UTC."
+        else " Type one such as Europe/Paris, Asia/Singapore or UTC."
     )
-    raise InvalidInput(f"'{typed[:64]}' is not a time zone Mnemo knows.{hint}", field=field)
+    raise InvalidInput(f"'{typed[:64]}' is not an IANA time zone.{hint}", field=field)

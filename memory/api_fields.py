@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from lib.api import FlagField, NumberField, TextField, TextListField, ToolInput
 from lib.tags import TAG_RULE, TYPED_TAG_LENGTH, tag_notes
 from memory import visibility
-from memory.keys import MAX_KEY_LENGTH, normalize_key
+from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH, normalize_key
 from memory.models import (
     MAX_REASON_LENGTH,
     MAX_SESSION_LENGTH,
@@ -56,9 +56,11 @@ def _own_field() -> FlagField:
     return FlagField(required=False, default=False, help_text=OWN_HELP)
 
 
-# No pattern: a style key's platform is taken as people write it (MemoryKeyField), and a
-# key that is wrong is a 400 naming the part (memory/keys.py).
-@extend_schema_field({"type": "string", "maxLength": MAX_KEY_LENGTH, "description": KEY_HELP})
+# The pattern is of keys as stored, which agents are asked to write; a style key's
+# platform written as people name it is taken too (MemoryKeyField).
+@extend_schema_field(
+    {"type": "string", "pattern": KEY_PATTERN, "maxLength": MAX_KEY_LENGTH, "description": KEY_HELP}
+)
 class MemoryKeyField(TextField):
     """A key as the agent wrote it, a style key's platform normalised ("tone_Microsoft
     Teams" is tone_microsoft_teams) on every tool that takes a key, writes and reads alike."""

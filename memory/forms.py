@@ -17,7 +17,7 @@ from django.utils import timezone
 from activity.actors import Actor
 from lib.errors import InvalidInput
 from lib.pages import add_service_error
-from lib.tags import clean_platform, clean_tags, normalize_tag
+from lib.tags import clean_platform, clean_tags, normalize_tag, tag_notes
 from memory.keys import ENTRY_KINDS
 from memory.models import MAX_SESSION_LENGTH, MAX_TAGS, Memory
 from memory.validation import memory_clean
@@ -352,9 +352,14 @@ class EntryBulkForm(forms.Form):
                 self.add_error("tags", f"Type the tags to {verb}, e.g. work, reports.")
             else:
                 try:
-                    clean_tags(cleaned["tag_list"], limit=MAX_TAGS)
+                    kept = clean_tags(cleaned["tag_list"], limit=MAX_TAGS)
                 except InvalidInput as error:
                     self.add_error("tags", error.message)
+                else:
+                    if not kept:  # every label was an emoji or punctuation alone
+                        verb = "add" if action == "tag_add" else "remove"
+                        notes = "; ".join(tag_notes(cleaned["tag_list"]))
+                        self.add_error("tags", f"No tag to {verb}: {notes}.")
         return cleaned
 
 

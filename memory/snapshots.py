@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from lib.errors import ServiceError
-from lib.tags import MAX_TAG_LENGTH
+from lib.tags import MAX_TAG_LENGTH, normalize_tag
 from memory.keys import parse_key
 from memory.models import MAX_TAGS, MAX_VALUE_LENGTH, Source
 from memory.occurrence import as_stored, from_stored, session_problem, stored_problem
@@ -84,6 +84,7 @@ def state_fields(state: dict[str, Any]) -> dict[str, Any]:
     """The fields of a state that passed state_problem, as a write takes them (an older
     state without a time or a session leaves the row's as they are)."""
     fields = {name: state[name] for name in SNAPSHOT_FIELDS if name in state}
+    fields["tags"] = _normal_tags(fields["tags"])
     if "occurred_at" in fields:
         fields["occurred_at"] = from_stored(fields["occurred_at"])
     return fields
@@ -100,8 +101,18 @@ def same_state(current: dict[str, Any] | None, stored: dict[str, Any] | None) ->
     return _comparable(compared) == _comparable(stored)
 
 
+def _normal_tags(tags: list[str]) -> list[str]:
+    """Tags of a stored state as live rows hold them: a state stored before the tags' rule
+    changed ("data_model", memory/migrations/0015_tags_by_one_rule.py) is in today's form."""
+    return sorted({normalize_tag(tag) for tag in tags} - {""})
+
+
 def _comparable(state: dict[str, Any]) -> dict[str, Any]:
-    """The state with its time as an instant: an imported state may write UTC as Z."""
+    """The state with its time as an instant: an imported state may write UTC as Z; its
+    tags in today's form (_normal_tags)."""
+    tags = state.get("tags")
+    if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags):
+        state = {**state, "tags": _normal_tags(tags)}
     moment = state.get("occurred_at")
     if stored_problem(moment):
         return state
