@@ -19,7 +19,7 @@ from django.utils import timezone
 from activity.actors import Actor, ActorKind
 from lib import outbound
 from lib.errors import Conflict, InvalidInput, MemoryPaused
-from lib.tags import clean_tags, slug_for
+from lib.tags import clean_tags, normalize_tag, slug_for
 from profiles.models import (
     MAX_LLM_DAILY_TOKENS,
     MAX_RULE_FOLDER_LENGTH,
@@ -290,6 +290,15 @@ def _check_rule(field: str, rule: object) -> str:
 
 
 def _rule_tags(tags: list[str] | tuple[str, ...]) -> list[str]:
+    # A rule decides what an agent reads: a label that keeps nothing (an emoji alone) is
+    # refused here, never dropped, so the rule is never other than the one typed.
+    for tag in tags:
+        if tag.strip() and not normalize_tag(tag):
+            raise InvalidInput(
+                f"Tag '{tag.strip()[:40]}' has no letter or digit, so no memory carries it; "
+                "name tags as entries show them (e.g. health).",
+                field="memory_tags",
+            )
     try:
         return clean_tags([tag.lstrip("#") for tag in tags], limit=MAX_RULE_ITEMS)
     except InvalidInput as error:

@@ -42,7 +42,7 @@ def test_a_tag_typed_with_capitals_and_spaces_is_kept_normalised(signed_in_page,
     expect(page.locator("#entry-add").get_by_role("status")).to_contain_text("Added")
 
     memory = Memory.objects.get(user=alice, value="Walks the dog at seven")
-    assert memory.tags == ["cafe", "morning-routine"]
+    assert memory.tags == ["café", "morning-routine"]
     row = page.locator(f"#memory-{memory.pk}")
     expect(row).to_contain_text("morning-routine")
     expect(row).not_to_contain_text("Morning Routine")

@@ -254,7 +254,7 @@ def test_a_refused_row_is_reported_and_the_others_stand(as_alice, alice):
         ),
         (
             {"bulk-action": "tag_add", "bulk-ids": "ID", "bulk-tags": "!!!"},
-            "has nothing Mnemo can keep",
+            "No tag to add: &#x27;!!!&#x27; left out: a tag needs a letter or a digit.",
         ),
         ({"bulk-action": "explode", "bulk-ids": "ID"}, "Select a valid choice"),
         ({"bulk-action": "delete", "bulk-ids": "1; DROP"}, "not one this page made"),
