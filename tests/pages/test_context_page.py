@@ -423,7 +423,10 @@ def test_the_add_form_has_no_slug_and_keeps_the_optional_key_under_more(as_alice
     [
         ({"entry-key": "Bad Slug!", "entry-value": "x"}, "A key starts with a-z or 0-9"),
         ({"entry-key": "ok", "entry-value": "   "}, "Write what the assistant should know."),
-        ({"entry-key": "ok", "entry-value": "x", "entry-tags": "ok, ???"}, "Tag &#x27;???"),
+        (
+            {"entry-key": "ok", "entry-value": "x", "entry-tags": ", ".join(map(str, range(21)))},
+            "At most 20 tags; there are 21.",
+        ),
         ({"entry-key": "", "entry-value": "???"}, "Could not make a key from the text"),
     ],
 )
