@@ -189,7 +189,7 @@ def test_select_all_on_this_page_works_without_js(as_alice, alice):
         },
     )
     assert response.status_code == 302
-    assert flashes(response) == ["50 re-tagged."]
+    assert flashes(response) == ["50 re-tagged. Tag: 'Morning Routine' saved as #morning-routine."]
     tagged = Memory.objects.filter(user=alice, tags=["morning-routine", "work"])
     assert sorted(tagged.values_list("pk", flat=True)) == sorted(on_page)
     assert Memory.objects.filter(user=alice, tags=[]).count() == 5
