@@ -30,8 +30,8 @@ MNEMO_LOGIN_ACCOUNT_FAILURE_LIMIT = env_int(
     default=5 * MNEMO_LOGIN_FAILURE_LIMIT,
     minimum=MNEMO_LOGIN_FAILURE_LIMIT + 1,
 )
-# A TLS proxy in front (README, "Running behind TLS") says who the client is, and whether it
-# used HTTPS and which host it asked for, in X-Forwarded-For/-Proto/-Host. Those headers
+# A TLS proxy in front (docs/deployment.md, "Running behind TLS") says who the client is,
+# whether it used HTTPS and which host it asked for, in X-Forwarded-For/-Proto/-Host. Those headers
 # count only on a connection from MNEMO_TRUSTED_PROXIES: addresses or networks
 # (comma-separated), by default loopback only, i.e. a proxy on the same host as `make run`;
 # a proxy elsewhere (another container, a load balancer) must be listed. From any other

@@ -2,15 +2,36 @@
 blocks from): the `.env` file, strict parsers that stop the process with a message naming
 the variable, and what every block needs first: where the data lives and whether Mnemo runs
 embedded (DATABASE_URL unset).
+
+Every variable read here is recorded with the default the code passes (READS), so
+tests/test_configuration_doc.py can hold config/variables.py, the one list
+docs/configuration.md is written from, to what the settings really read.
 """
 
 from pathlib import Path
+from typing import Any
 
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env()
+# {name: the default the code passed, environ.Env.NOTSET for none}, in the order read.
+READS: dict[str, Any] = {}
+
+
+def _read(name: str, default: Any) -> None:
+    READS.setdefault(name, default)
+
+
+class _RecordingEnv(environ.Env):
+    """django-environ's reader, noting each variable read (env.str, env.db, …)."""
+
+    def get_value(self, var: str, cast: Any = None, default: Any = environ.Env.NOTSET, **kw: Any):
+        _read(var, default)
+        return super().get_value(var, cast=cast, default=default, **kw)
+
+
+env = _RecordingEnv()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 
@@ -19,6 +40,7 @@ TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off"
 
 def env_bool(name: str, *, default: bool) -> bool:
     """Like env.bool, but a value that is neither true nor false is an error, not False."""
+    _read(name, default)
     if name not in env:
         return default
     raw = env.str(name).strip().lower()
@@ -41,6 +63,7 @@ def env_number(name: str, parse: type, what: str) -> int | float | None:
 
 
 def env_int(name: str, *, default: int, minimum: int = 0) -> int:
+    _read(name, default)
     value = env_number(name, int, "a whole number")
     if value is None:
         return default
@@ -51,6 +74,7 @@ def env_int(name: str, *, default: int, minimum: int = 0) -> int:
 
 def env_fraction(name: str, *, default: float, low: float = 0.0, high: float = 1.0) -> float:
     """A number from `low` to `high`, read from the environment."""
+    _read(name, default)
     value = env_number(name, float, "a number")
     if value is None:
         return default
@@ -63,6 +87,7 @@ def env_fraction(name: str, *, default: float, low: float = 0.0, high: float = 1
 
 def env_seconds(name: str, *, default: float) -> float:
     """A positive number of seconds (fractions allowed)."""
+    _read(name, default)
     if name not in env:
         return default
     raw = env.str(name)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
@@ -27,7 +28,12 @@ from django.views.decorators.http import require_http_methods
 from activity.actors import Actor
 from context.models import DocumentProposal, VersionAction
 from context.review import document_proposal_accept, document_proposal_reject
-from context.selectors import ChangedLine, document_proposal_list, line_changes
+from context.selectors import (
+    ChangedLine,
+    document_proposal_list,
+    line_changes,
+    pending_document_proposal_count,
+)
 from lib.errors import NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, done, render_page
 from memory.models import ProposalStatus
@@ -114,8 +120,10 @@ def inbox_context(user: AbstractBaseUser) -> dict[str, Any]:
         .filter(decided_at__gte=since)
         .order_by("-decided_at", "-id")[:DECIDED_SHOWN]
     )
+    rows = [document_row(proposal) for proposal in pending]
     return {
-        "document_rows": [document_row(proposal) for proposal in pending],
+        "document_rows": rows,
+        "document_pending": len(rows),
         "decided_document_rows": [document_row(proposal) for proposal in decided],
         "decided_days": DECIDED_DAYS,
     }
@@ -164,6 +172,13 @@ def _row_response(request: HtmxHttpRequest, pk: int, error: str = "") -> HttpRes
     row.error = error
     response = render_page(request, TEMPLATE, {"row": row}, partial="document_proposal_row")
     response.headers["HX-Trigger"] = INBOX_CHANGED
+    # The section's waiting count as it is now, swapped in out of band: a decision changes
+    # it, and the page shows it without a reload.
+    response.render()
+    pending = min(pending_document_proposal_count(user=request.user), PENDING_SHOWN)
+    context = {"document_pending": pending, "oob": True}
+    extra = render_to_string(f"{TEMPLATE}#document_pending_count", context, request=request)
+    response.content = response.content + extra.encode()
     return response
 
 

@@ -39,6 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 STACK_FILE = "stack.json"
 START_DEADLINE_SECONDS = 120.0
+# How long the banner waits for the page to answer once setup is done: loading Django and
+# the embedding models takes ~20 s on 2 idle cores, much longer on a busy machine.
+ANSWER_DEADLINE_SECONDS = 300.0
 STOP_DEADLINE_SECONDS = 15.0
 
 
@@ -359,8 +362,11 @@ def setup(layout: Layout) -> int:
         time.sleep(0.2)
     host = os.environ.get("MNEMO_HOST", "127.0.0.1")
     port = os.environ.get("MNEMO_PORT", "8000")
+    url = f"http://{host}:{port}/"
+    banner = layout.run_dir / "banner.txt"
+    banner.unlink(missing_ok=True)
     done = subprocess.run(  # noqa: S603 - our own interpreter and manage.py
-        [sys.executable, "manage.py", "embedded_setup", "--url", f"http://{host}:{port}/"],
+        [sys.executable, "manage.py", "embedded_setup", "--url", url, "--banner-file", str(banner)],
         cwd=ROOT,
         check=False,
     )
@@ -369,7 +375,45 @@ def setup(layout: Layout) -> int:
         supervisor_rpc(layout).supervisor.shutdown()
         return done.returncode
     supervisor_rpc(layout).supervisor.startProcessGroup("app", False)
+    # The address and the demo login only once the page answers there, not while the web
+    # server is still loading (a first visit would find nothing listening).
+    if page_answers(probe_url(host, port), deadline=time.monotonic() + ANSWER_DEADLINE_SECONDS):
+        print(banner.read_text(), flush=True)
+    else:
+        print(
+            f"Mnemo did not answer at {url} within {ANSWER_DEADLINE_SECONDS:.0f} s. Its programs "
+            f"keep trying; their output is above and in {layout.log_dir}/.",
+            flush=True,
+        )
     return 0
+
+
+def probe_url(host: str, port: str) -> str:
+    """The sign-in page, asked where a client on this machine reaches the server (a server
+    on every address answers on loopback)."""
+    if host in ("0.0.0.0", ""):  # noqa: S104 - a host to ask, not one to bind
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/login/"
+
+
+def page_answers(url: str, *, deadline: float, interval: float = 0.5) -> bool:
+    """Whether a GET of `url` answers 200 before `deadline` (time.monotonic())."""
+    import urllib.error
+    import urllib.request
+
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - http only
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(interval)
+    return False
 
 
 def port_taken(host: str, port: int) -> bool:

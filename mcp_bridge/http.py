@@ -2,8 +2,12 @@
 
 lib/asgi.py mounts `McpEndpoint` at /mcp (config/asgi.py). Each request is checked first,
 on the Django thread pool, with no MCP processing: a Host Django refuses is a 400, a missing
-or unknown token a 401 with the API's error body and `WWW-Authenticate: Bearer`. Only then
-does the SDK's transport see it. The transport is stateless (no session to keep between
+or unknown token a 401 with `WWW-Authenticate: Bearer` (naming the error and its reason, as
+RFC 6750 says, for a token that was sent). The body is a JSON-RPC error whose message is
+the API's message and whose `data` is the API's error object with the status: MCP clients
+read a JSON-RPC error in a refused answer (the official SDK raises it with that message), so
+the caller learns why, not only that the server refused. Only then does the SDK's
+transport see the request. The transport is stateless (no session to keep between
 requests, so any gunicorn worker can answer any request) and answers with plain JSON, not
 an event stream: every call here completes with one answer.
 
@@ -34,6 +38,9 @@ from profiles.authentication import AgentTokenAuthentication
 
 # The codes and message the API answers with (lib/api.py; tests/test_mcp.py compares them).
 NOT_AUTHENTICATED = "Send an API token as 'Authorization: Bearer <token>'."
+# The JSON-RPC error codes of a refusal at the door (-32000 to -32099 are the server's own).
+UNAUTHORIZED = -32001
+BAD_REQUEST = -32600  # JSON-RPC's Invalid Request
 # (status, headers, body) of a request refused at the door
 Refusal = tuple[int, list[tuple[bytes, bytes]], bytes]
 
@@ -122,6 +129,19 @@ def _refusal(status: int, code: str, message: str) -> Refusal:
         (b"cache-control", b"no-store"),
     ]
     if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="mnemo"'))
-    body: dict[str, Any] = error_body(code, message)
+        challenge = 'Bearer realm="mnemo"'
+        if code == "invalid_token":  # a token was sent (RFC 6750 section 3)
+            reason = message.replace("\\", "'").replace('"', "'")
+            challenge += f', error="invalid_token", error_description="{reason}"'
+        headers.append((b"www-authenticate", challenge.encode("latin-1", "replace")))
+    api_error: dict[str, Any] = error_body(code, message)["error"]
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,  # the request's body is not read at the door; clients match on the POST
+        "error": {
+            "code": UNAUTHORIZED if status == 401 else BAD_REQUEST,
+            "message": message,
+            "data": {**api_error, "status": status},
+        },
+    }
     return status, headers, json.dumps(body).encode()

@@ -38,7 +38,11 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from lib.asgi import Scope, WSGIApp, call_wsgi, wsgi_environ
-from lib.tool_manifest import TOOLS_PATH, tool_manifest, tool_names
+from lib.version import mnemo_version
+
+# lib/tool_manifest.py (the OpenAPI schema, DRF, every view) is imported where a tool is
+# listed or called, not here: `manage.py mcp` answers `initialize` before Django has loaded
+# (mcp_bridge/stdio.py).
 
 SERVER_NAME = "mnemo"
 INSTRUCTIONS = (
@@ -142,6 +146,12 @@ class DjangoBridge:
     def __init__(self, wsgi_app: WSGIApp, executor: ThreadPoolExecutor) -> None:
         self.wsgi_app = wsgi_app
         self.executor = executor
+        # The credentials of a request that came without its own (stdio): none over HTTP.
+        self.default_scope: Scope | None = None
+
+    async def ready(self) -> None:
+        """Return once Django can answer; raise MCPError if it never will. Over HTTP it
+        always can (the web server loaded it first); mcp_bridge/stdio.py loads it later."""
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
@@ -149,6 +159,7 @@ class DjangoBridge:
     async def request(
         self, outer: Scope, method: str, path: str, *, query: str = "", body: bytes = b""
     ) -> Answer:
+        await self.ready()
         environ = wsgi_environ(inner_scope(outer, method, path, query), body)
         return await self.run(_answer, self.wsgi_app, environ)
 
@@ -201,13 +212,13 @@ def stdio_scope(token: str) -> Scope:
     }
 
 
-def build_server(bridge: DjangoBridge, *, default_scope: Scope | None = None) -> Server[Any]:
+def build_server(bridge: DjangoBridge) -> Server[Any]:
     """The MCP server; each request acts with the credentials of its HTTP request, or
-    (stdio) of `default_scope`."""
+    (stdio) of the bridge's `default_scope`."""
 
     def outer_scope(ctx: ServerRequestContext[Any, Any]) -> Scope:
         request = ctx.request
-        scope = getattr(request, "scope", None) if request is not None else default_scope
+        scope = getattr(request, "scope", None) if request is not None else bridge.default_scope
         if scope is None:
             raise MCPError(types.INVALID_REQUEST, "No credentials came with this request.")
         return scope
@@ -215,11 +226,15 @@ def build_server(bridge: DjangoBridge, *, default_scope: Scope | None = None) ->
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        await bridge.ready()
         return types.ListToolsResult(tools=mcp_tools())
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        from lib.tool_manifest import TOOLS_PATH, tool_names
+
+        await bridge.ready()
         if params.name not in tool_names():
             raise MCPError(
                 types.INVALID_PARAMS,
@@ -303,6 +318,7 @@ def build_server(bridge: DjangoBridge, *, default_scope: Scope | None = None) ->
 
     server: Server[Any] = Server(
         SERVER_NAME,
+        version=mnemo_version(),
         title="Mnemo",
         instructions=INSTRUCTIONS,
         get_tool_input_schema=tool_input_schema,
@@ -320,6 +336,8 @@ def build_server(bridge: DjangoBridge, *, default_scope: Scope | None = None) ->
 
 def mcp_tools() -> list[types.Tool]:
     """The tool manifest as MCP tools: the same names, descriptions and input schemas."""
+    from lib.tool_manifest import tool_manifest
+
     return [
         types.Tool(
             name=tool["function"]["name"],
@@ -331,6 +349,8 @@ def mcp_tools() -> list[types.Tool]:
 
 
 def tool_input_schema(name: str) -> dict[str, Any] | None:
+    from lib.tool_manifest import tool_manifest
+
     for tool in tool_manifest():
         if tool["function"]["name"] == name:
             return tool["function"]["parameters"]

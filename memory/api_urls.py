@@ -10,7 +10,7 @@ urlpatterns = [
     path("tools/list_memories", read_api.MemoryListApi.as_view(), name="list_memories"),
     path("tools/search_memory", read_api.SearchMemoryApi.as_view(), name="search_memory"),
     path("tools/promote_memory", write_api.PromoteMemoryApi.as_view(), name="promote_memory"),
-    # The agent-memory design's name for promote_memory (README.md, "Agent API").
+    # The agent-memory design's name for promote_memory (docs/api.md).
     path("tools/memory_promote", write_api.MemoryPromoteApi.as_view(), name="memory_promote"),
     path("tools/list_proposals", read_api.ListProposalsApi.as_view(), name="list_proposals"),
     path("tools/memory_store", notes_api.MemoryStoreApi.as_view(), name="memory_store"),

@@ -73,7 +73,12 @@ def entry_create(
 ) -> MemoryWrite:
     """Add a new entry. Its key is `kind:slug`, the slug made from the text when not given
     (with -2, -3… if the user has it already). A typed slug that is taken is a Conflict:
-    adding never replaces an entry. `occurred_at` and `session` as memory_upsert's."""
+    adding never replaces an entry. `occurred_at` and `session` as memory_upsert's.
+
+    Adding what is there already (no slug typed, and the key made from the text, or one of
+    its numbered keys, holds this very text) adds nothing: DuplicateMemory names the entry
+    that has it, as the agent API's `duplicate` does, rather than a second entry under
+    `…-2` saying the same."""
     _check_kind(kind)
     slug = slug.strip().lower() if isinstance(slug, str) else ""
     if slug and not re.fullmatch(SLUG_PATTERN, slug):
@@ -98,7 +103,12 @@ def entry_create(
     )
     fields["pinned"] = bool(pinned)
     _link_turn(fields, turn)
-    keys = _candidate_keys(user, kind, base, derived=not slug)
+    taken = None
+    if not slug:
+        stored, _, taken = _notes_under(user, f"{kind}:{base}", fields["value"])
+        if stored is not None:
+            raise DuplicateMemory(stored, 1.0)
+    keys = _candidate_keys(user, kind, base, derived=not slug, taken=taken)
     return _add_entry(user, keys, fields, actor, typed=bool(slug))
 
 

@@ -179,9 +179,22 @@ class MemoryHistory(ActorMixin):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_history"
     )
     key = models.CharField(max_length=MAX_KEY_LENGTH)
+    # The memory it changed, kept after that memory is deleted (no database constraint:
+    # the id names the memory, whether or not it is there now), so a restore that brings the
+    # memory back under the same id (memory/services.py memory_restore) finds its whole
+    # history again, and links to it (/memories/<id>/history/) answer once more. Null only
+    # for rows written before issue 30, whose deleted memory was unlinked.
     memory = models.ForeignKey(
-        Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="history"
+        Memory,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="history",
     )
+    # On a deletion's row: when the memory it removed was created, so a restore brings it
+    # back as the same memory, not a new one made at the restore's time.
+    memory_created_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The audience of the row it changed: the agent whose own note it was, empty for the
     # user's memory. A restore puts a note back as that agent's note, and the as-of view
     # rebuilds the user's memory from the rows without one. Goes with the agent, as its

@@ -6,7 +6,9 @@ alike (memory/look_alike.py, its page memory/look_alike_views.py): a suggestion,
 queue. Accept, edit then accept, reject and (for a near-duplicate)
 keep both work one by one and in bulk. An htmx request gets the changed row (or list) back
 with `HX-Trigger: inbox-changed`, on which the navigation's count reloads itself
-(pages/views/nav.py); a plain POST redirects to the inbox with a message.
+(pages/views/nav.py); a row comes with the list's waiting count and bulk bar swapped in out
+of band, as they are after the decision. A decided row shows what was saved: after an edit,
+the edited text, the agent's beside it. A plain POST redirects to the inbox with a message.
 """
 
 from __future__ import annotations
@@ -20,18 +22,26 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import dateformat, timezone
+from django.utils.text import Truncator
 from django.views.decorators.http import require_http_methods
 
 from activity.actors import Actor
 from lib.errors import InvalidInput, NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, done, render_page, target_partial
 from memory.look_alike import look_alike_groups
-from memory.models import MemoryProposal, ProposalAction, ProposalStatus, ProposalTrigger
+from memory.models import (
+    MemoryHistory,
+    MemoryProposal,
+    ProposalAction,
+    ProposalStatus,
+    ProposalTrigger,
+)
 from memory.occurrence import from_stored, stored_problem
 from memory.review import MAX_BULK, proposal_accept, proposal_reject, proposals_decide
-from memory.selectors import proposal_list
+from memory.selectors import pending_proposal_count, proposal_list
 from memory.validation import UNSET
 
 if TYPE_CHECKING:
@@ -92,6 +102,7 @@ class Row:
     error: str = ""  # why the last action on it failed
     editing: bool = False  # the edit box open (after a failed edit)
     kept_key: str = ""  # for "keep both": the key the agent's text went under
+    proposed_text: str = ""  # accepted with the user's edit: what the agent proposed
 
     @property
     def pending(self) -> bool:
@@ -196,10 +207,34 @@ def _row(proposal: MemoryProposal) -> Row:
     elif not proposal.is_pending:
         row.outcome = _outcome_of(proposal.status, proposal)
         applied = proposal.applied
-        if applied is not None and applied.key != proposal.key:
+        kept_both = applied is not None and applied.key != proposal.key
+        if kept_both:
             row.kept_key = applied.key
             row.outcome = "Accepted — both kept"
+        _show_saved(row, applied, before, kept_both=kept_both)
     return row
+
+
+def _show_saved(
+    row: Row, applied: MemoryHistory | None, before: dict[str, Any], *, kept_both: bool
+) -> None:
+    """An accepted proposal whose text the user edited first shows what was saved (the
+    applied history row's state), not the agent's text, which it names beside it."""
+    saved = applied.after if applied is not None and isinstance(applied.after, dict) else {}
+    value = saved.get("value")
+    if (
+        not isinstance(value, str)
+        or value == row.text
+        or row.proposal.action == ProposalAction.DELETE
+    ):
+        return
+    row.proposed_text = row.text
+    if kept_both or not before:
+        row.diff = [Part("ins", value)]
+    else:
+        row.diff = word_diff(before.get("value", ""), value)
+    if not kept_both:
+        row.outcome = "Accepted with your edit — now in your memory"
 
 
 # ---------------------------------------------------------------- lookups and context
@@ -286,7 +321,16 @@ def _changed(response: HttpResponse) -> HttpResponse:
 
 
 def _row_response(request: HtmxHttpRequest, row: Row) -> HttpResponse:
-    return render_page(request, PAGE, {"row": row}, partial="proposal_row")
+    """The row, then (out of band) the list's waiting count and its bulk bar as they are
+    now: a decision changes both, and the page shows them without a reload. The
+    navigation's count reloads itself on `inbox-changed` (_changed)."""
+    response = render_page(request, PAGE, {"row": row}, partial="proposal_row")
+    response.render()
+    pending = pending_proposal_count(user=request.user)
+    counts = {"pending_count": min(pending, MAX_BULK), "any_pending": pending > 0}
+    extra = render_to_string(f"{PAGE}#list_counts", counts, request=request)
+    response.content = response.content + extra.encode()
+    return response
 
 
 # ---------------------------------------------------------------- the page
@@ -367,6 +411,10 @@ def _decided(request: HtmxHttpRequest, decided: Decided, *, keep_both: bool) -> 
     if request.htmx:
         return _changed(_row_response(request, row))
     key = proposal.key
+    saved = decided.history.after if decided.history is not None else None
+    # What was saved, in words: the text (edited or not) rather than the key.
+    text = saved.get("value") if isinstance(saved, dict) else None
+    shown = f"“{Truncator(' '.join(text.split())).chars(80)}”" if isinstance(text, str) else key
     if proposal.status == ProposalStatus.REJECTED:
         message = f"Rejected the change to {key}; your memory stays as it was."
     elif keep_both and decided.history is not None:
@@ -374,7 +422,7 @@ def _decided(request: HtmxHttpRequest, decided: Decided, *, keep_both: bool) -> 
     elif proposal.action == ProposalAction.DELETE:
         message = f"Accepted: {key} is deleted from your memory."
     else:
-        message = f"Accepted: {key} is now in your memory."
+        message = f"Accepted: {shown} is now in your memory."
     return done(request, message, _inbox_url())
 
 

@@ -157,7 +157,7 @@ def user_zone(user: AbstractBaseUser | None) -> ZoneInfo:
 
 
 # The agent-memory design promotes a memory to the scratchpad once it was accessed 3 times
-# (README.md, "Agent API", the scratchpad): read with get_memory or returned by a search,
+# (docs/api.md, the scratchpad): read with get_memory or returned by a search,
 # both counted by memory/uses.py memory_count_uses.
 SCRATCHPAD_USES = 3
 # The design's scratchpad is filled by recency over the last 7 days: an older note that was
@@ -404,12 +404,18 @@ def history_states(*, user: AbstractBaseUser, ids: Iterable[int]) -> dict[int, b
     wanted = {pk for pk in ids if isinstance(pk, int) and not isinstance(pk, bool)}
     if not wanted:
         return {}
+    # A row keeps its memory's id after the memory is deleted: whether that memory is
+    # there is asked of the memory table, not read from the id.
+    its_memory = Exists(Memory.objects.filter(user=user, pk=OuterRef("memory_id")))
     rows = (
         MemoryHistory.objects.filter(user=user, pk__in=wanted)
-        .annotate(key_there=ExpressionWrapper(_key_there(user), output_field=BooleanField()))
-        .values_list("pk", "memory_id", "key_there")
+        .annotate(
+            its_memory=its_memory,
+            key_there=ExpressionWrapper(_key_there(user), output_field=BooleanField()),
+        )
+        .values_list("pk", "its_memory", "key_there")
     )
-    return {pk: memory_id is not None or key_there for pk, memory_id, key_there in rows}
+    return {pk: its_memory or key_there for pk, its_memory, key_there in rows}
 
 
 def _key_there(user: AbstractBaseUser) -> Q:

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 
 from activity import events
 from activity.actors import Actor, ActorKind
-from lib.errors import Conflict, InvalidInput, NotFound
+from lib.errors import Conflict, InvalidInput, NotFound, ServiceError
 from memory import visibility
 from memory.keys import parse_key
 from memory.models import (
@@ -46,7 +46,12 @@ from memory.validation import (
     _when_and_where,
     memory_clean,
 )
-from memory.write_sql import _locked, _write_rows, is_unique_key_violation
+from memory.write_sql import (
+    _locked,
+    _write_rows,
+    is_memory_id_violation,
+    is_unique_key_violation,
+)
 from search.indexing import request_embedding
 
 if TYPE_CHECKING:
@@ -252,12 +257,14 @@ def _delete_row(
 ) -> MemoryHistory:
     """Delete the locked row, with its history row (naming whose note it was, so restore
     puts it back there) and, unless `event` is off for a change whose one event says more
-    (memory_share_note), its event."""
+    (memory_share_note), its event. The history row keeps the memory's id and creation
+    time, so a restore brings back this same memory (memory_restore)."""
     key = memory.key
     history = MemoryHistory.objects.create(
         user=user,
         key=key,
-        memory=None,
+        memory_id=memory.pk,
+        memory_created_at=memory.created_at,
         owner_agent=memory.owner_agent,
         action=HistoryAction.DELETE,
         source=memory.source,
@@ -309,6 +316,32 @@ def memory_set(
     return write.status, write
 
 
+def memory_set_many(
+    *, user: AbstractBaseUser, values: dict[str, str], actor: Actor
+) -> dict[str, tuple[str, MemoryWrite | MemoryHistory | None]]:
+    """Set several keys from one form's Save (the profile form), all of them or none:
+    each through memory_set, so each key that changes gets its own history row and event,
+    and all of them in one transaction. A key refused (a ServiceError) undoes the keys
+    written before it and is raised with its `field` naming that key; nothing is saved.
+
+    One transaction, not one per key: a reader between two keys' commits saw the new name
+    beside the old role, and each commit's after-commit work (asking for embeddings,
+    search/indexing.py) came between the keys. The keys are taken in their sorted order,
+    so two Saves of the same form lock the same rows in the same order.
+
+    Returns each key's (status, what was written) as memory_set says it, in `values`' order.
+    """
+    results: dict[str, tuple[str, MemoryWrite | MemoryHistory | None]] = {}
+    with transaction.atomic():
+        for key in sorted(values):
+            try:
+                results[key] = memory_set(user=user, key=key, value=values[key], actor=actor)
+            except ServiceError as error:
+                error.field = key
+                raise
+    return {key: results[key] for key in values}
+
+
 def memory_restore(
     *, user: AbstractBaseUser, history_id: int, actor: Actor, undo: bool = False
 ) -> MemoryWrite:
@@ -344,7 +377,8 @@ def memory_restore(
         raise InvalidInput(
             f"History entry {history_id} cannot be restored: {problem}.", field="history_id"
         )
-    # A note's history row names its agent: it comes back as that agent's note.
+    # A note's history row names its agent: it comes back as that agent's note. A memory
+    # deleted since comes back as itself: its id and creation time.
     return _write(
         user=user,
         key=key,
@@ -353,7 +387,38 @@ def memory_restore(
         action=HistoryAction.RESTORE,
         expected=expected,
         owner_agent=entry.owner_agent,
+        revive=_identity(entry),
     )
+
+
+def _identity(entry: MemoryHistory) -> tuple[int, datetime] | None:
+    """The id and creation time of the memory `entry` changed, when that memory is deleted
+    now (its deletion's history row keeps both, _delete_row), so that restoring brings it back
+    as the same memory: its history and the links to it stay whole. None when the memory is
+    there (the write finds it under its key) or was unlinked before issue 30."""
+    if entry.memory_id is None or _memory_of(entry) is not None:
+        return None
+    created_at = (
+        MemoryHistory.objects.filter(
+            user_id=entry.user_id,
+            memory_id=entry.memory_id,
+            action=HistoryAction.DELETE,
+            memory_created_at__isnull=False,
+        )
+        .order_by("-pk")
+        .values_list("memory_created_at", flat=True)
+        .first()
+    )
+    return None if created_at is None else (entry.memory_id, created_at)
+
+
+def _memory_of(entry: MemoryHistory) -> Memory | None:
+    """The memory a history row changed, if it is there now (a deleted one's id stays on
+    its rows, with no row behind it)."""
+    try:
+        return entry.memory
+    except Memory.DoesNotExist:
+        return None
 
 
 def restore_target(entry: MemoryHistory) -> tuple[str, Any]:
@@ -362,7 +427,8 @@ def restore_target(entry: MemoryHistory) -> tuple[str, Any]:
     its memory has now (a memory renamed since comes back under that, not beside it under
     the old one), else the row's key. The state is as stored: check it with state_problem.
     The history page offers a restore by this (pages/views/context_history.py)."""
-    key = entry.memory.key if entry.memory is not None else entry.key
+    memory = _memory_of(entry)
+    key = memory.key if memory is not None else entry.key
     return key, entry.after if entry.after is not None else entry.before
 
 
@@ -395,6 +461,7 @@ def _write(
     near_check: bool = False,
     owner_agent: Agent | None = None,
     reader: Agent | None = None,
+    revive: tuple[int, datetime] | None = None,
 ) -> MemoryWrite:
     """Write one memory with its history row and activity event, in one transaction.
 
@@ -409,7 +476,10 @@ def _write(
     `batch` goes on the history row and the event; `expected` (a snapshot, or None for no
     memory) makes the write a Conflict unless the locked row is in that state.
     `near_check`: a new key is first compared with the entries of its kind (_near_entry);
-    a note merged into one of them is committed and DuplicateMemory raised.
+    a note merged into one of them is committed and DuplicateMemory raised. `revive` (a
+    restore of a deleted memory: its id and creation time): when the key has no row, the
+    row is inserted again with these, unless another memory holds the id now. Two restores
+    racing to insert it are retried as two racing inserts are.
     """
     write_once = functools.partial(
         _write_once,
@@ -427,12 +497,13 @@ def _write(
         near_check=near_check,
         owner_agent=owner_agent,
         reader=reader,
+        revive=revive,
     )
     try:
         with transaction.atomic():
             result = write_once()
     except IntegrityError as error:
-        if not is_unique_key_violation(error):
+        if not (is_unique_key_violation(error) or (revive and is_memory_id_violation(error))):
             raise
         with transaction.atomic():
             result = write_once()
@@ -468,6 +539,7 @@ def _write_once(
     near_check: bool,
     owner_agent: Agent | None,
     reader: Agent | None,
+    revive: tuple[int, datetime] | None = None,
 ) -> MemoryWrite | MemoryProposal | _Merged:
     """One attempt of _write, inside its transaction: lock, decide, write, embed."""
     # 1. Lock the row (for a new entry compared with its kind, also the kind's new
@@ -502,8 +574,12 @@ def _write_once(
 
     # 3. Write the row (INSERT or UPDATE), its history row and its activity event.
     created = memory is None
+    revived = False
     if created:
         memory = Memory(user=user, owner_agent=owner_agent, key=key, **fields)
+        if revive is not None and not Memory.objects.filter(pk=revive[0]).exists():
+            memory.pk, memory.created_at = revive
+            revived = True
         before = None
         if action == HistoryAction.UPDATE:
             action = HistoryAction.CREATE
@@ -539,7 +615,7 @@ def _write_once(
         batch=batch,
         note_of=_note_of(owner_agent),
     )
-    memory, history = _write_rows(memory, changed, history, event)
+    memory, history = _write_rows(memory, changed, history, event, revived=revived)
 
     # 4. A new text needs a new vector: the embedding worker is asked after the commit.
     if before is None or before["value"] != memory.value:

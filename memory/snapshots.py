@@ -103,7 +103,7 @@ def same_state(current: dict[str, Any] | None, stored: dict[str, Any] | None) ->
 
 def _normal_tags(tags: list[str]) -> list[str]:
     """Tags of a stored state as live rows hold them: a state stored before the tags' rule
-    changed ("data_model", memory/migrations/0015_tags_by_one_rule.py) is in today's form."""
+    changed ("data_model", memory/migrations/0016_tags_by_one_rule.py) is in today's form."""
     return sorted({normalize_tag(tag) for tag in tags} - {""})
 
 

@@ -108,11 +108,18 @@ def _locked(
 
 
 def _write_rows(
-    memory: Memory, changed: list[str], history: MemoryHistory, event: ActivityEvent
+    memory: Memory,
+    changed: list[str],
+    history: MemoryHistory,
+    event: ActivityEvent,
+    *,
+    revived: bool = False,
 ) -> tuple[Memory, MemoryHistory]:
     """Save the memory (INSERT when it has no id, else an UPDATE of its `changed` fields),
     its history row naming it and the event naming that history row, in one statement
     inside the caller's transaction; the saved memory and history row, as read back.
+    `revived`: a deleted memory restored as itself, INSERTed with the id and `created_at`
+    it holds (memory/services.py memory_restore).
 
     One statement, not three ORM saves: a write's round trips and the ORM's compiling were
     a third of its CPU (bench/README.md, issue 29). What it writes is what `save()` would:
@@ -121,12 +128,13 @@ def _write_rows(
     `Model.from_db`, as any queryset's do."""
     now = timezone.now()
     memory.updated_at = now
+    insert = revived or memory.pk is None
     if memory.pk is None:
         memory.created_at = now
-    elif "updated_at" not in changed:
+    elif not insert and "updated_at" not in changed:
         changed = [*changed, "updated_at"]
     event.created_at = now
-    statement = _rows_statement(memory.pk is None, tuple(changed))
+    statement = _rows_statement(insert, tuple(changed), with_id=revived)
     params = [
         *statement.memory_values(memory),
         *statement.history_values(history),
@@ -161,10 +169,12 @@ class _RowsStatement:
     memory and history rows come back; the event is written and not read (PostgreSQL runs
     a data-modifying WITH part whether or not the query reads it)."""
 
-    def __init__(self, insert: bool, changed: tuple[str, ...]) -> None:
+    def __init__(self, insert: bool, changed: tuple[str, ...], *, with_id: bool = False) -> None:
         history_memory = MemoryHistory._meta.get_field("memory")
         event_payload = ActivityEvent._meta.get_field("payload")
-        self.memory_written = _written_fields(Memory, changed=None if insert else changed)
+        self.memory_written = _written_fields(
+            Memory, changed=None if insert else changed, with_id=with_id
+        )
         self.history_written = [
             f for f in _written_fields(MemoryHistory) if f is not history_memory
         ]
@@ -232,13 +242,20 @@ def _converted(field: Field, value: object) -> object:
 
 
 @functools.cache
-def _rows_statement(insert: bool, changed: tuple[str, ...]) -> _RowsStatement:
-    return _RowsStatement(insert, changed)
+def _rows_statement(
+    insert: bool, changed: tuple[str, ...], *, with_id: bool = False
+) -> _RowsStatement:
+    return _RowsStatement(insert, changed, with_id=with_id)
 
 
-def _written_fields(model: type[Model], changed: tuple[str, ...] | None = None) -> list[Field]:
-    """The columns a save writes: all but the id and generated ones, or only `changed`."""
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
+def _written_fields(
+    model: type[Model], changed: tuple[str, ...] | None = None, *, with_id: bool = False
+) -> list[Field]:
+    """The columns a save writes: all but the id (unless `with_id`) and generated ones, or
+    only `changed`."""
+    fields = [
+        f for f in model._meta.concrete_fields if (with_id or not f.primary_key) and not f.generated
+    ]
     if changed is None:
         return fields
     return [f for f in fields if f.name in changed or f.attname in changed]
@@ -258,6 +275,18 @@ def _columns(fields: list[Field]) -> str:
 
 def _slots(fields: list[Field]) -> str:
     return ", ".join(["%s"] * len(fields))
+
+
+def is_memory_id_violation(error: IntegrityError) -> bool:
+    """Whether the write broke Memory's primary key: a restore inserting a deleted memory
+    again under its id, which a racing restore of it inserted first."""
+    diag = getattr(error.__cause__, "diag", None)
+    name = getattr(diag, "constraint_name", None)
+    if name is None or getattr(diag, "table_name", None) != Memory._meta.db_table:
+        return False
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, Memory._meta.db_table)
+    return bool(constraints.get(name, {}).get("primary_key"))
 
 
 def is_unique_key_violation(error: IntegrityError) -> bool:

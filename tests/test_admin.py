@@ -310,12 +310,16 @@ def test_delete_memory_records_delete_history(root, superuser, alice, objects):
     assert response.status_code == 302
     assert not Memory.objects.exists()
     deleted = MemoryHistory.objects.get(action="delete")
-    assert (deleted.user, deleted.key, deleted.memory, deleted.actor_user) == (
+    # The row keeps naming the deleted memory, so a restore brings back that same memory.
+    assert (deleted.user, deleted.key, deleted.memory_id, deleted.actor_user) == (
         alice,
         "fact:likes-tea",
-        None,
+        memory.pk,
         superuser,
     )
+    assert deleted.memory_created_at == memory.created_at
+    # Its admin page shows the gone memory as empty rather than failing.
+    assert root.get(admin_url(deleted, "change", deleted.pk)).status_code == 200
     assert deleted.before["value"] == "Likes green tea"
     assert deleted.after is None
     event = ActivityEvent.objects.get(event_type="memory_deleted")

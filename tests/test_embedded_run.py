@@ -206,6 +206,19 @@ def missing_vectors(stack: Stack) -> int:
     return stack.sql("SELECT count(*) FROM user_context WHERE embedding IS NULL")[0][0]
 
 
+def test_the_banner_comes_once_the_page_answers(stack):
+    """lib/stack.py says Mnemo is starting, then prints the address and the demo login only
+    after a GET of the sign-in page answered."""
+    wait_for(lambda: "Demo login: demo / mnemo-demo" in stack.log(), timeout=30, what="banner")
+    log = stack.log()
+    starting = log.index(f"Mnemo is starting at {stack.base}/ …")
+    ready = log.index(f"Mnemo is ready at {stack.base}/")
+    assert starting < log.index("Set up; the web server is loading") < ready
+    assert ready < log.index("Demo login: demo / mnemo-demo")
+    # The web program was serving before the banner: its start is logged above it.
+    assert log.index("Listening at") < ready
+
+
 def test_the_stack_serves_pages_and_the_api_and_embeds_writes(stack, token):
     status, home = http_get(stack.base + "/", sign_in(stack.base))
     assert status == 200

@@ -19,6 +19,7 @@ from memory.entries import entry_create, memory_rename
 from memory.forms import KIND_LABELS, EntryForm, local_day
 from memory.models import Memory
 from memory.notes import memory_share_note
+from memory.outcomes import DuplicateMemory
 from memory.services import memory_delete, memory_update
 from pages.views.context_page import render_context_page
 from pages.views.context_shared import (
@@ -55,6 +56,8 @@ def entry_add(request: HtmxHttpRequest) -> HttpResponse:
                 occurred_at=form.cleaned_data["occurred_at"],
                 session=form.cleaned_data["session"],
             )
+        except DuplicateMemory as duplicate:  # this text is there already: nothing added
+            return _entry_exists(request, duplicate.existing)
         except ServiceError as error:  # a bad or taken key, a refused text or tag
             add_service_error(form, error, EntryForm.SERVICE_FIELDS)
     if form.errors:
@@ -70,6 +73,21 @@ def entry_add(request: HtmxHttpRequest) -> HttpResponse:
         response = render_page(request, PAGE, context, partial="entry_add")
         return announce_change(response, ENTRIES_CHANGED)
     return done_with_warning(request, note, tab_url("entries", f"#memory-{memory.pk}"), warning)
+
+
+def _entry_exists(request: HtmxHttpRequest, existing: Memory) -> HttpResponse:
+    """The answer to adding an entry the user has already: nothing was added, and where the
+    one that says it is (the Entries tab filtered to its key, which lists it whichever page
+    of 50 it is on)."""
+    url = f"{entries_url({'q': existing.key})}#memory-{existing.pk}"
+    if request.htmx:
+        context = {
+            "entry_form": EntryForm(user=request.user),
+            "entry_existing": existing,
+            "entry_existing_url": url,
+        }
+        return render_page(request, PAGE, context, partial="entry_add")
+    return done(request, f"You have {quoted(existing.value)} already; nothing was added.", url)
 
 
 @login_required

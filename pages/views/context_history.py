@@ -68,10 +68,12 @@ def _history_context(
     key: str,
     memory: Memory | None = None,
     owner_agent_id: int | None = None,
+    memory_id: int | None = None,
 ) -> dict[str, Any]:
     """The timeline of `memory` (or, when it has none now, of `key` in the audience
-    `owner_agent_id` names: the user's memory, or that agent's notes): its changes under
-    every key it had (a rename keeps the row), a rename shown as one."""
+    `owner_agent_id` names: the user's memory, or that agent's notes, with the changes of
+    the deleted memory `memory_id`, whose rows keep its id): its changes under every key it
+    had (a rename keeps the row), a rename shown as one."""
     if memory is None:
         memory = Memory.objects.filter(
             user=request.user, key=key, owner_agent_id=owner_agent_id
@@ -83,7 +85,7 @@ def _history_context(
         memory_history_for_key(
             user=request.user,
             key=key,
-            memory_id=memory.pk if memory else None,
+            memory_id=memory.pk if memory else memory_id,
             owner_agent_id=owner_agent_id,
         ).select_related("memory")  # for restore_target
     )
@@ -174,7 +176,7 @@ def history_detail(request: HtmxHttpRequest, history_id: int) -> TemplateRespons
     memory = None
     if row.memory_id is not None:  # the memory it belongs to, under whatever key it has now
         memory = Memory.objects.filter(user=request.user, pk=row.memory_id).first()
-    context = _history_context(request, row.key, memory, row.owner_agent_id)
+    context = _history_context(request, row.key, memory, row.owner_agent_id, row.memory_id)
     return render_page(request, HISTORY_PAGE, context, partial="timeline")
 
 

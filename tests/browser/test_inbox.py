@@ -80,17 +80,31 @@ def test_a_proposal_shows_with_its_diff_and_accepting_it_updates_the_count(
     )
 
 
-def test_edit_then_accept(signed_in_page, alice, live_server, token, same_document):
+def test_edit_then_accept_shows_the_saved_text_and_the_counts_follow(
+    signed_in_page, alice, live_server, token, same_document
+):
+    """Edit then accept: the row shows the text that was saved (the agent's beside it);
+    the list's count, the navigation's and the bulk bar follow without a reload."""
     profile_update(user=alice, review_agent_memories=True)
     status, body = call_api(
         live_server, token, "create_memory", {"key": "fact:tea", "value": "Tea"}
     )
     assert status == 202
     pk = body["proposal"]["id"]
+    say(alice, "name", "Kevin")
+    other = propose(live_server, token, "name", "Kev")
     page = signed_in_page(alice)
     page.goto("/context/inbox/")
     row = page.locator(f"#proposal-{pk}")
+    count = page.locator("#inbox-pending-count")
+    bulk = page.locator("#inbox-bulk")
     expect(row).to_contain_text("Why it waits: new memory (you review agents' new memories)")
+    # Text first: the card leads with what it says; the key is a secondary line.
+    expect(row.locator(".entry-head")).not_to_contain_text("fact:tea")
+    expect(row.locator(".meta").first).to_contain_text("Key fact:tea")
+    expect(count).to_have_text("2")
+    expect(inbox_link(page)).to_have_accessible_name("Inbox, 2 waiting")
+    expect(bulk.get_by_role("button", name="Accept selected")).to_be_visible()
 
     with same_document(page):
         row.get_by_text("Edit then accept").click()
@@ -98,11 +112,28 @@ def test_edit_then_accept(signed_in_page, alice, live_server, token, same_docume
         expect(box).to_have_value("Tea")
         box.fill("Likes green tea in the morning")
         row.get_by_role("button", name="Accept edited text").click()
-        expect(row.get_by_role("status")).to_contain_text("Accepted — now in your memory")
+        expect(row.get_by_role("status")).to_contain_text(
+            "Accepted with your edit — now in your memory"
+        )
+        expect(row.locator(".diff")).to_have_text("Likes green tea in the morning")
+        expect(row.locator(".proposed")).to_have_text("The agent proposed: “Tea”")
+        expect(count).to_have_text("1")
+        expect(inbox_link(page)).to_have_accessible_name("Inbox, 1 waiting")
+        expect(bulk.get_by_role("button", name="Accept selected")).to_be_visible()
+
+        # The last one decided: no count, and no bulk bar left to act on nothing.
+        page.locator(f"#proposal-{other.pk}").get_by_role("button", name="Reject").click()
+        expect(page.locator(f"#proposal-{other.pk}").get_by_role("status")).to_contain_text(
+            "Rejected"
+        )
+        expect(count).to_have_text("")
+        expect(bulk).to_be_hidden()
+        expect(bulk.get_by_role("button")).to_have_count(0)
         expect(inbox_link(page)).to_have_accessible_name("Inbox")
         expect(inbox_link(page).locator(".badge")).to_have_count(0)
     memory = Memory.objects.get(user=alice, key="fact:tea")
     assert (memory.value, memory.source) == ("Likes green tea in the morning", "user_stated")
+    assert Memory.objects.get(user=alice, key="name").value == "Kevin"
 
 
 def test_select_two_and_reject_them_in_bulk(

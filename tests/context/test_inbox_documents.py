@@ -75,6 +75,7 @@ def test_the_inbox_shows_the_change_escaped_with_its_diff_and_whole_text(
     assert f'action="{accept_url(proposal)}"' in row
     assert f'action="{reject_url(proposal)}"' in row
     assert 'aria-label="Inbox, 1 waiting"' in html  # the navigation counts it
+    assert '<span id="document-pending-count"> <span class="badge">1</span></span>' in html
 
 
 def test_accepting_with_htmx_swaps_the_row_and_writes_as_the_user(
@@ -91,6 +92,8 @@ def test_accepting_with_htmx_swaps_the_row_and_writes_as_the_user(
     assert row.lstrip().startswith(f'<li id="document-proposal-{proposal.pk}"')
     assert "Accepted — SOUL.md is changed." in row
     assert "<form" not in row
+    # The section's count follows, out of band: nothing waits now.
+    assert row.rstrip().endswith('<span id="document-pending-count" hx-swap-oob="true"></span>')
     assert body_of(alice, "SOUL.md") == "Be kind and brief."
     proposal.refresh_from_db()
     assert proposal.status == "accepted"

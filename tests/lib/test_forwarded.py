@@ -205,7 +205,7 @@ def test_the_mcp_door_takes_no_host_from_an_untrusted_peer(behind_proxy):
     status, _, body = door_refusal(mcp_scope("203.0.113.5", b"evil.example", b"testserver"))
 
     assert status == 400
-    assert json.loads(body)["error"]["code"] == "bad_request"
+    assert json.loads(body)["error"]["data"]["code"] == "bad_request"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -213,7 +213,7 @@ def test_the_mcp_door_takes_the_host_from_a_trusted_proxy(behind_proxy):
     status, _, body = door_refusal(mcp_scope("127.0.0.1", b"evil.example", b"testserver"))
 
     assert status == 401  # past the host check; no token sent
-    assert json.loads(body)["error"]["code"] == "not_authenticated"
+    assert json.loads(body)["error"]["data"]["code"] == "not_authenticated"
 
 
 # gunicorn --------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -95,6 +96,14 @@ async def http_session(url: str, token: str, *, mode: str = "auto") -> AsyncIter
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         yield client
+
+
+def pyproject_version() -> str:
+    """Mnemo's version as pyproject.toml states it (never empty)."""
+    with (REPO / "pyproject.toml").open("rb") as file:
+        version = tomllib.load(file)["project"]["version"]
+    assert version
+    return version
 
 
 def stdio_parameters(token: str | None, *args: str) -> StdioServerParameters:
@@ -320,20 +329,36 @@ def test_http_refuses_a_missing_or_bad_token_before_mcp(mcp_url, alice_token, cl
     )
     assert missing.status_code == wrong.status_code == 401
     assert missing.headers["www-authenticate"] == 'Bearer realm="mnemo"'
-    assert missing.json() == api_missing.json()
-    assert wrong.json() == api_wrong.json()
-    assert wrong.json()["error"]["code"] == "invalid_token"
+    assert wrong.headers["www-authenticate"] == (
+        'Bearer realm="mnemo", error="invalid_token", error_description="Unknown token."'
+    )
+    # A JSON-RPC error carrying the API's message, and its error object with the status.
+    for answer, api in ((missing, api_missing), (wrong, api_wrong)):
+        assert answer.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32001,
+                "message": api.json()["error"]["message"],
+                "data": {**api.json()["error"], "status": 401},
+            },
+        }
+    assert wrong.json()["error"]["data"]["code"] == "invalid_token"
     assert good.status_code == 200
-    assert good.json()["result"]["serverInfo"]["name"] == "mnemo"
+    assert good.json()["result"]["serverInfo"] == {
+        "name": "mnemo",
+        "title": "Mnemo",
+        "version": pyproject_version(),
+    }
 
     async def main() -> None:
         async with http_session(mcp_url, bad) as session:
             await session.list_tools()
 
-    # The SDK's client gives up at the first answer, the 401, as an error response.
+    # The SDK's client gives up at the first answer, the 401, and says why.
     with pytest.raises(ExceptionGroup) as refused:
         run(main)
-    assert refused.group_contains(MCPError, match="error response", depth=2)
+    assert refused.group_contains(MCPError, match="^Unknown token\\.$", depth=2)
 
 
 def test_http_keeps_users_apart(mcp_url, alice_token, bob_token):
@@ -539,6 +564,7 @@ def test_stdio_serves_the_tools_and_resources(alice, alice_agent, alice_token, b
 
     async def main() -> tuple[Any, ...]:
         async with Client(stdio_parameters(alice_token), read_timeout_seconds=CALL_TIMEOUT_S) as c:
+            server_info = c.server_info
             tools = await c.list_tools()
             created = await c.call_tool("create_memory", {"key": "fact:tea", "value": "green tea"})
             got = await c.call_tool("get_memory", {"key": "fact:tea"})
@@ -548,9 +574,10 @@ def test_stdio_serves_the_tools_and_resources(alice, alice_agent, alice_token, b
             stdio_parameters(None, "--token", bob_token), read_timeout_seconds=CALL_TIMEOUT_S
         ) as c:
             bobs = await c.call_tool("get_memory", {"key": "fact:tea"})
-        return tools, created, got, working, bobs
+        return server_info, tools, created, got, working, bobs
 
-    tools, created, got, working, bobs = run(main)
+    server_info, tools, created, got, working, bobs = run(main)
+    assert (server_info.name, server_info.version) == ("mnemo", pyproject_version())
     assert listed(tools.tools) == manifest_as_mcp()
     assert created.is_error is False
     assert created.meta["mnemo/status"] == 201
@@ -588,7 +615,8 @@ def test_stdio_refuses_a_missing_or_bad_token(db, token, message):
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=CALL_TIMEOUT_S,
+        # Loading Django whole to check the token: ~8 s of CPU, far longer on a busy machine.
+        timeout=2 * CALL_TIMEOUT_S,
         check=False,
     )
     assert finished.returncode == 1
@@ -605,3 +633,21 @@ def test_mcp_gets_the_web_servers_refusals_first():
     status, _, body = asgi_call("/mcp?" + "a" * 9000, [])
     assert status == 414
     assert json.loads(body)["error"]["code"] == "url_too_long"
+
+
+def test_stdio_answers_initialize_with_the_version_before_django_is_loaded(db):
+    """`initialize` needs nothing of Django (mcp_bridge/stdio.py): with no database to reach
+    the server still introduces itself, with Mnemo's version, and then says why it cannot
+    serve a tool."""
+    parameters = stdio_parameters("mnemo_" + "x" * 40)
+    parameters.env["DATABASE_URL"] = "postgres://nobody:nothing@127.0.0.1:1/none"
+
+    async def main() -> Any:
+        async with Client(parameters, read_timeout_seconds=CALL_TIMEOUT_S) as c:
+            info = c.server_info
+            with pytest.raises(MCPError, match=r"^Mnemo could not start: OperationalError"):
+                await c.list_tools()
+            return info
+
+    info = run(main)
+    assert (info.name, info.title, info.version) == ("mnemo", "Mnemo", pyproject_version())

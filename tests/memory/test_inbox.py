@@ -181,7 +181,7 @@ def test_accept_applies_it_as_the_user_and_links_the_proposal(
 
     assert response.status_code == 302
     assert response["Location"] == INBOX
-    assert flashes(response) == [f"Accepted: {KEY} is now in your memory."]
+    assert flashes(response) == [f"Accepted: “{PROPOSED}” is now in your memory."]
     assert value_of(alice, KEY) == (PROPOSED, "user_stated")
     history = MemoryHistory.objects.filter(user=alice, key=KEY).latest("id")
     assert (history.actor_type, history.actor_user, history.actor_agent) == ("user", alice, None)
@@ -239,7 +239,14 @@ def test_edit_then_accept_stores_the_edited_text_as_stated(as_alice, alice, alic
         f"{INBOX}{pk}/accept/", {"value": "Likes green tea\r\nin the morning"}, headers=HX
     )
 
-    assert "Accepted — now in your memory" in text(response)
+    # The row shows what was saved, the agent's text beside it.
+    shown = text(response)
+    assert "Accepted with your edit — now in your memory" in shown
+    assert "<ins>Likes green tea\nin the morning</ins>" in shown
+    assert 'The agent proposed: “<span dir="auto">Likes tea</span>”' in shown
+    # Out of band, the list's count and bulk bar as they are now: nothing waits.
+    assert '<span id="inbox-pending-count" hx-swap-oob="true"></span>' in shown
+    assert '<div id="inbox-bulk" hidden hx-swap-oob="true"></div>' in shown
     memory = Memory.objects.get(user=alice, key="fact:tea")
     assert (memory.value, memory.source, memory.confidence) == (
         "Likes green tea\nin the morning",
@@ -247,6 +254,19 @@ def test_edit_then_accept_stores_the_edited_text_as_stated(as_alice, alice, alic
         1.0,
     )
     assert MemoryProposal.objects.get(pk=pk).status == "accepted"
+
+
+def test_edit_then_accept_without_javascript_says_the_saved_text(
+    as_alice, alice, alice_token, call_tool
+):
+    stated(alice)
+    proposal = propose_update(call_tool, alice_token)
+
+    response = as_alice.post(f"{INBOX}{proposal.pk}/accept/", {"value": "Prefers tables"})
+
+    assert response.status_code == 302
+    assert flashes(response) == ["Accepted: “Prefers tables” is now in your memory."]
+    assert value_of(alice, KEY) == ("Prefers tables", "user_stated")
 
 
 def test_accepting_an_agents_new_memory_unedited_keeps_it_the_agents_note(

@@ -1,4 +1,4 @@
-"""memory/migrations/0015_tags_by_one_rule.py: tags stored by the rule before issue 30
+"""memory/migrations/0016_tags_by_one_rule.py: tags stored by the rule before issue 30
 ("data_model", "a--b") are rewritten in today's form in every table that holds tags, so a
 read rule and the memories it names keep agreeing; a history state stored before still
 restores and compares (memory/snapshots.py)."""
@@ -19,7 +19,7 @@ from work.services import work_create
 
 pytestmark = pytest.mark.django_db
 
-migration = importlib.import_module("memory.migrations.0015_tags_by_one_rule")
+migration = importlib.import_module("memory.migrations.0016_tags_by_one_rule")
 
 
 def test_stored_tags_are_rewritten_together_in_todays_form(alice, alice_agent):

@@ -1,4 +1,10 @@
-"""Prepare the embedded default before `make run` starts the servers."""
+"""Prepare the embedded default before `make run` starts the servers.
+
+It says that Mnemo is starting; the address and the demo login (the banner) go to
+--banner-file, which lib/stack.py prints once the page answers, or here when no file is
+given."""
+
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
@@ -12,12 +18,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--url", default="http://127.0.0.1:8000/")
+        parser.add_argument("--banner-file", default=None)
 
-    def handle(self, *args: object, url: str, **options: object) -> None:
+    def handle(self, *args: object, url: str, banner_file: str | None, **options: object) -> None:
+        if banner_file is not None:
+            self.stdout.write(f"Mnemo is starting at {url} …")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         call_command("seed_demo")
-        lines = [f"Mnemo is starting at {url}"]
+        lines = [f"Mnemo is ready at {url}"]
         if settings.EMBEDDED:
             lines += [
                 f"Demo login: {DEMO_USERNAME} / {DEMO_PASSWORD}",
@@ -25,4 +34,9 @@ class Command(BaseCommand):
             ]
         lines.append("Press Ctrl-C to stop.")
         width = max(map(len, lines))
-        self.stdout.write("\n".join(["", "=" * width, *lines, "=" * width, ""]))
+        banner = "\n".join(["", "=" * width, *lines, "=" * width, ""])
+        if banner_file is None:
+            self.stdout.write(banner)
+            return
+        Path(banner_file).write_text(banner)
+        self.stdout.write("Set up; the web server is loading (the address follows).")

@@ -37,7 +37,7 @@ def forwards(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("memory", "0014_history_audience"),
+        ("memory", "0015_history_keeps_its_memory"),
         ("work", "0004_workitem_deleted_at"),
         ("profiles", "0008_heartbeat_help_text"),
     ]
