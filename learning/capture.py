@@ -44,7 +44,7 @@ from learning.outcomes import CapturedObservation, CaptureOutcome, Observation, 
 from lib.credentials import redact
 from lib.data_fence import data_block
 from lib.errors import LLMNotConfigured, SecretRefused, ServiceError
-from lib.tags import TAG_PATTERN, normalize_tag
+from lib.tags import normalize_tag
 from llm.client import LLMBudgetReached, LLMUnavailable, complete, llm_configured
 from memory.entries import memory_store
 from memory.models import Source
@@ -260,11 +260,11 @@ def content_words(text: str) -> list[str]:
 
 
 def keywords(text: str) -> list[str]:
-    """A few tags for `text`: its content words that make valid tags, the most repeated
-    first, then the longest (a longer word tends to be the more specific), then the
-    first."""
+    """A few tags for `text`: its content words as tags ("data_model" is data-model), the
+    most repeated first, then the longest (a longer word tends to be the more specific),
+    then the first."""
     words = [
-        word for word in content_words(text) if "'" not in word and re.fullmatch(TAG_PATTERN, word)
+        tag for word in content_words(text) if "'" not in word and (tag := normalize_tag(word))
     ]
     counts = Counter(words)
     first = {word: index for index, word in reversed(list(enumerate(words)))}
@@ -401,7 +401,7 @@ def _clean_tags(tags: list[str]) -> list[str]:
     cleaned: list[str] = []
     for tag in tags:
         tag = normalize_tag(tag)
-        if tag and re.fullmatch(TAG_PATTERN, tag) and tag not in cleaned:
+        if tag and tag not in cleaned:
             cleaned.append(tag)
     return cleaned[:MAX_TAGS]
 

@@ -12,9 +12,9 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from lib.api import FlagField, NumberField, TextField, TextListField, ToolInput
-from lib.tags import TAG_PATTERN, TAG_RULE
+from lib.tags import TAG_RULE, TYPED_TAG_LENGTH, tag_notes
 from memory import visibility
-from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH
+from memory.keys import KEY_PATTERN, MAX_KEY_LENGTH, normalize_key
 from memory.models import (
     MAX_REASON_LENGTH,
     MAX_SESSION_LENGTH,
@@ -31,9 +31,10 @@ from memory.occurrence import MAX_YEAR, MIN_YEAR
 
 KEY_HELP = (
     "A memory key. Profile: name, role, company, timezone, summary. Style: "
-    "tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of fact, "
-    "instruction, preference, decision, discovery, pattern, task, bugfix and a slug of "
-    "a-z, 0-9, '_' and '-' (e.g. preference:report-format)."
+    "tone_<platform> or verbosity_<platform>, the platform as you name it ('tone_Microsoft "
+    "Teams' is kept as tone_microsoft_teams: a-z, 0-9 and '_'). Entry: <kind>:<slug> with "
+    "kind one of fact, instruction, preference, decision, discovery, pattern, task, bugfix "
+    "and a slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format)."
 )
 
 
@@ -55,11 +56,62 @@ def _own_field() -> FlagField:
     return FlagField(required=False, default=False, help_text=OWN_HELP)
 
 
+# The pattern is of keys as stored, which agents are asked to write; a style key's
+# platform written as people name it is taken too (MemoryKeyField).
 @extend_schema_field(
     {"type": "string", "pattern": KEY_PATTERN, "maxLength": MAX_KEY_LENGTH, "description": KEY_HELP}
 )
 class MemoryKeyField(TextField):
-    pass
+    """A key as the agent wrote it, a style key's platform normalised ("tone_Microsoft
+    Teams" is tone_microsoft_teams) on every tool that takes a key, writes and reads alike."""
+
+    def to_internal_value(self, data: object) -> str:
+        return normalize_key(super().to_internal_value(data))
+
+
+NOTES_HELP = (
+    'Present when something was kept other than as written, one line each: "Key '
+    "'tone_Microsoft Teams' saved as 'tone_microsoft_teams'\", \"'Morning Routine' saved as "
+    '#morning-routine", "\'🍣\' left out: a tag needs a letter or a digit", "Time zone '
+    "'europe/berlin' saved as 'Europe/Berlin'\"."
+)
+
+
+def notes_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(), required=False, help_text=NOTES_HELP
+    )
+
+
+def written_notes(raw: object, memory: Memory | None = None) -> list[str]:
+    """What of a write's input (`raw`, the request's JSON) was kept other than as written:
+    its key (a style key's platform), its tags, and a time zone's name (`memory`: the row
+    as written, when it was)."""
+    if not isinstance(raw, dict):
+        return []
+    notes = []
+    key = raw.get("key")
+    if isinstance(key, str) and normalize_key(key) != key:
+        notes.append(f"Key '{key}' saved as '{normalize_key(key)}'")
+    tags = raw.get("tags")
+    if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags):
+        notes.extend(tag_notes(tags))
+    value = raw.get("value")
+    if (
+        memory is not None
+        and memory.key == "timezone"
+        and isinstance(value, str)
+        and value.strip() != memory.value
+    ):
+        notes.append(f"Time zone '{value.strip()}' saved as '{memory.value}'")
+    return notes
+
+
+def with_notes(body: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """`body` with its `notes` when there are any (NOTES_HELP)."""
+    if notes:
+        body["notes"] = notes
+    return body
 
 
 @extend_schema_field(
@@ -150,12 +202,13 @@ def _value_field(**kwargs: Any) -> TextField:
 
 def _tags_field() -> TextListField:
     return TextListField(
-        child=TextField(max_length=40, allow_blank=False),
+        child=TextField(max_length=TYPED_TAG_LENGTH, allow_blank=False),
         max_length=MAX_TAGS,
         required=False,
         help_text=(
-            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE} (pattern {TAG_PATTERN}): "
-            "'Morning Routine' is kept as 'morning-routine'."
+            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE}: 'Morning Routine' is kept as "
+            "'morning-routine', 'café' as 'café'; a label with no letter or digit (an emoji "
+            "alone) is left out, and the answer's `notes` say so."
         ),
     )
 

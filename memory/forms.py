@@ -8,9 +8,6 @@ the service and puts its errors on the fields.
 
 from __future__ import annotations
 
-import functools
-import re
-import zoneinfo
 from datetime import date
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -20,8 +17,8 @@ from django.utils import timezone
 from activity.actors import Actor
 from lib.errors import InvalidInput
 from lib.pages import add_service_error
-from lib.tags import clean_tags
-from memory.keys import ENTRY_KINDS, PLATFORM_PATTERN
+from lib.tags import clean_platform, clean_tags, normalize_tag, tag_notes
+from memory.keys import ENTRY_KINDS
 from memory.models import MAX_SESSION_LENGTH, MAX_TAGS, Memory
 from memory.validation import memory_clean
 from profiles.models import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
@@ -41,11 +38,6 @@ CLEAR_HELP = "Clear the field and save to remove it."
 KIND_LABELS: dict[str, str] = {
     kind: {"bugfix": "Bug fix"}.get(kind, kind.capitalize()) for kind in ENTRY_KINDS
 }
-
-
-@functools.cache
-def timezone_names() -> tuple[str, ...]:
-    return tuple(sorted(zoneinfo.available_timezones()))
 
 
 def split_tags(text: str) -> list[str]:
@@ -83,9 +75,14 @@ class ProfileForm(forms.Form):
         for key in PROFILE_FIELDS:
             if cleaned.get(key):
                 try:
-                    memory_clean(key=key, value=cleaned[key], actor=Actor.for_user(self.user))
+                    fields = memory_clean(
+                        key=key, value=cleaned[key], actor=Actor.for_user(self.user)
+                    )
                 except InvalidInput as error:
                     self.add_error(key, error.message)
+                else:
+                    if key == "timezone":  # saved by its canonical name (lib/timezones.py)
+                        cleaned[key] = fields["value"]
         return cleaned
 
 
@@ -94,8 +91,9 @@ class StyleForm(forms.Form):
 
     platform = forms.CharField(
         label="Platform",
-        max_length=32,
-        help_text="Where you talk to the assistant: a-z, 0-9 and _ (e.g. slack, gmail).",
+        max_length=100,
+        help_text="Where you talk to the assistant (e.g. Slack, Microsoft Teams): kept as "
+        "a-z, 0-9 and _ (microsoft_teams).",
     )
     tone = forms.CharField(
         label="Tone", required=False, max_length=200, help_text="e.g. casual, formal."
@@ -112,9 +110,10 @@ class StyleForm(forms.Form):
             self.fields["platform"].widget = forms.HiddenInput()
 
     def clean_platform(self) -> str:
-        platform = self.cleaned_data["platform"].strip().lower()
-        if not re.fullmatch(PLATFORM_PATTERN, platform):
-            raise forms.ValidationError("Use 1–32 characters of a-z, 0-9 and '_'.")
+        try:
+            platform = clean_platform(self.cleaned_data["platform"])
+        except InvalidInput as error:
+            raise forms.ValidationError(error.message) from error
         if (
             self.adding
             and Memory.objects.filter(
@@ -281,7 +280,8 @@ class EntryFilterForm(forms.Form):
         return {
             "agent": self.cleaned_data["agent"],
             "kind": self.cleaned_data["kind"],
-            "tag": self.cleaned_data["tag"].strip().lower(),
+            # The rule tags are stored by: "Morning Routine" finds #morning-routine.
+            "tag": normalize_tag(self.cleaned_data["tag"]),
             "q": self.cleaned_data["q"].strip(),
         }
 
@@ -352,9 +352,14 @@ class EntryBulkForm(forms.Form):
                 self.add_error("tags", f"Type the tags to {verb}, e.g. work, reports.")
             else:
                 try:
-                    clean_tags(cleaned["tag_list"], limit=MAX_TAGS)
+                    kept = clean_tags(cleaned["tag_list"], limit=MAX_TAGS)
                 except InvalidInput as error:
                     self.add_error("tags", error.message)
+                else:
+                    if not kept:  # every label was an emoji or punctuation alone
+                        verb = "add" if action == "tag_add" else "remove"
+                        notes = "; ".join(tag_notes(cleaned["tag_list"]))
+                        self.add_error("tags", f"No tag to {verb}: {notes}.")
         return cleaned
 
 

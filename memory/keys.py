@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from lib.errors import InvalidInput
+from lib.tags import normalize_platform
 
 PROFILE_KEYS = ("name", "role", "company", "timezone", "summary")
 STYLE_ASPECTS = ("tone", "verbosity")
@@ -45,6 +46,17 @@ class MemoryKey:
     slug: str | None = None
     aspect: str | None = None  # style aspect: "tone" or "verbosity"
     platform: str | None = None
+
+
+def normalize_key(key: str) -> str:
+    """A style key with its platform as people write it ("tone_Microsoft Teams",
+    "Verbosity_Slack") as it is stored ("tone_microsoft_teams", "verbosity_slack"), by the
+    platforms' one rule (lib/tags.py); any other key as it is (parse_key judges it)."""
+    aspect, underscore, platform = key.partition("_")
+    style = underscore and ":" not in key and aspect.lower() in STYLE_ASPECTS
+    if style and (normal := normalize_platform(platform)):
+        return f"{aspect.lower()}_{normal}"
+    return key
 
 
 def parse_key(key: object) -> MemoryKey:

@@ -27,6 +27,9 @@ from memory.api_fields import (
     _session_field,
     _tags_field,
     memory_body,
+    notes_field,
+    with_notes,
+    written_notes,
 )
 from memory.api_guards import _refuse_hidden_tags, _refuse_unreadable_duplicate
 from memory.entries import memory_store
@@ -90,6 +93,7 @@ class StoreResultSerializer(serializers.Serializer):
     similarity = serializers.FloatField(
         required=False, help_text="For a duplicate: how near in meaning (1: the same text)."
     )
+    notes = notes_field()
 
 
 class MemoryStoreApi(ToolApi):
@@ -173,6 +177,8 @@ class MemoryStoreApi(ToolApi):
             body["memory"] = memory_body(result.memory)
         if result.similarity is not None:
             body["similarity"] = round(result.similarity, 4)
+        if result.status == "created":
+            with_notes(body, written_notes(request.data))
         created = result.status == "created"
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 

@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.utils import timezone
 
+from lib.tags import normalize_tag
 from memory.models import Memory, Source
 from memory.selectors import of_kind, user_zone
 from memory.uses import memory_count_uses
@@ -132,7 +133,8 @@ def rank_memories(
     below the relevance floor. Reads, changes nothing."""
     rows = of_kind(readable_memories(user=user, agent=agent), kind)
     if tags:
-        rows = rows.filter(tags__contains=[tag.lower() for tag in tags])
+        # Typed as tags are stored (lib/tags.py): "Morning Routine" is #morning-routine.
+        rows = rows.filter(tags__contains=[normalize_tag(tag) for tag in tags])
     now = timezone.now()
     period = _named_period(user, query, now)
     # Each side also reads what the ranking needs, so no candidate is fetched again.

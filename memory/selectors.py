@@ -26,6 +26,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from activity.actors import ActorKind
+from lib.tags import normalize_tag
 from memory.keys import ENTRY_KINDS, PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import HistoryAction, Memory, MemoryHistory, MemoryProposal, ProposalStatus
 from memory.snapshots import state_problem
@@ -58,7 +59,8 @@ def memory_list(
     `owner_agent`: that agent's own notes instead of the user's memory."""
     memories = of_kind(Memory.objects.filter(user=user, owner_agent=owner_agent), kind)
     if tag is not None:
-        memories = memories.filter(tags__contains=[tag])
+        # Typed as tags are stored (lib/tags.py): "Morning Routine" finds #morning-routine.
+        memories = memories.filter(tags__contains=[normalize_tag(tag)])
     if source is not None:
         memories = memories.filter(source=source)
     if updated_since is not None:

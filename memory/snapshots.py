@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from lib.errors import ServiceError
-from lib.tags import TAG_PATTERN
+from lib.tags import MAX_TAG_LENGTH, normalize_tag
 from memory.keys import parse_key
 from memory.models import MAX_TAGS, MAX_VALUE_LENGTH, Source
 from memory.occurrence import as_stored, from_stored, session_problem, stored_problem
@@ -31,7 +31,6 @@ LATER_FIELDS = ("occurred_at", "session")
 SNAPSHOT_FIELDS = REQUIRED_FIELDS + LATER_FIELDS
 # What PostgreSQL cannot keep in text or jsonb: NUL, and lone surrogates (not UTF-8).
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_TAG = re.compile(TAG_PATTERN)
 
 
 def state_problem(state: object, *, renamed: bool = False) -> str:
@@ -85,6 +84,7 @@ def state_fields(state: dict[str, Any]) -> dict[str, Any]:
     """The fields of a state that passed state_problem, as a write takes them (an older
     state without a time or a session leaves the row's as they are)."""
     fields = {name: state[name] for name in SNAPSHOT_FIELDS if name in state}
+    fields["tags"] = _normal_tags(fields["tags"])
     if "occurred_at" in fields:
         fields["occurred_at"] = from_stored(fields["occurred_at"])
     return fields
@@ -101,8 +101,18 @@ def same_state(current: dict[str, Any] | None, stored: dict[str, Any] | None) ->
     return _comparable(compared) == _comparable(stored)
 
 
+def _normal_tags(tags: list[str]) -> list[str]:
+    """Tags of a stored state as live rows hold them: a state stored before the tags' rule
+    changed ("data_model", memory/migrations/0017_tags_by_one_rule.py) is in today's form."""
+    return sorted({normalize_tag(tag) for tag in tags} - {""})
+
+
 def _comparable(state: dict[str, Any]) -> dict[str, Any]:
-    """The state with its time as an instant: an imported state may write UTC as Z."""
+    """The state with its time as an instant: an imported state may write UTC as Z; its
+    tags in today's form (_normal_tags)."""
+    tags = state.get("tags")
+    if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags):
+        state = {**state, "tags": _normal_tags(tags)}
     moment = state.get("occurred_at")
     if stored_problem(moment):
         return state
@@ -134,8 +144,10 @@ def _source_problem(source: object, confidence: object) -> str:
 def _tags_problem(tags: object) -> str:
     if not isinstance(tags, list) or len(tags) > MAX_TAGS:
         return f"its tags are not a list of at most {MAX_TAGS}"
-    if not all(isinstance(tag, str) and _TAG.fullmatch(tag) for tag in tags):
-        return "its tags are not all tags (a-z, 0-9, '_' and '-', at most 40 characters)"
+    # A tag stored by an earlier rule ("data_model") is still a tag; a write of it keeps
+    # it by today's rule (lib/tags.py).
+    if not all(isinstance(tag, str) and 0 < len(tag) <= MAX_TAG_LENGTH for tag in tags):
+        return f"its tags are not all tags (at most {MAX_TAG_LENGTH} characters)"
     return ""
 
 

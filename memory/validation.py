@@ -5,8 +5,6 @@ memory/entries.py run them; forms call memory_clean to show errors first."""
 
 from __future__ import annotations
 
-import functools
-import zoneinfo
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -15,6 +13,7 @@ from activity.actors import Actor, ActorKind
 from lib.credentials import refuse_credentials
 from lib.errors import Forbidden, InvalidInput, NotFound
 from lib.tags import clean_tags
+from lib.timezones import canonical_timezone
 from memory.keys import KeyFamily, parse_key
 from memory.models import MAX_REASON_LENGTH, MAX_TAGS, MAX_VALUE_LENGTH, Source
 from memory.occurrence import clean_session, parse_occurred_at
@@ -193,21 +192,10 @@ def _clean_value(value: object, *, family: KeyFamily, key: str) -> str:
             field="value",
         )
     if family == KeyFamily.PROFILE and key == "timezone":
-        _check_timezone(value)
+        # Stored by its canonical name whatever the case typed: "europe/berlin" is
+        # Europe/Berlin (lib/timezones.py), on the pages, the API and imports alike.
+        return canonical_timezone(value)
     return value
-
-
-@functools.cache
-def _timezones() -> frozenset[str]:
-    return frozenset(zoneinfo.available_timezones())
-
-
-def _check_timezone(value: str) -> None:
-    if value not in _timezones():
-        raise InvalidInput(
-            f"'{value}' is not an IANA time zone (e.g. Europe/Paris, Asia/Singapore, UTC).",
-            field="value",
-        )
 
 
 def _clean_tags(tags: object) -> list[str]:

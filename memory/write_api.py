@@ -34,6 +34,9 @@ from memory.api_fields import (
     _tags_field,
     _value_field,
     memory_body,
+    notes_field,
+    with_notes,
+    written_notes,
 )
 from memory.api_guards import (
     _owner,
@@ -84,6 +87,7 @@ class CreateMemoryResultSerializer(serializers.Serializer):
     similarity = serializers.FloatField(
         required=False, help_text="For a duplicate: how near in meaning (1: the same text)."
     )
+    notes = notes_field()
 
 
 class UpdateMemorySerializer(ToolInput):
@@ -102,6 +106,7 @@ class UpdateResultSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=UPDATE_STATUSES, help_text=WRITE_STATUS_HELP)
     memory = MemorySerializer(help_text="The memory as it is now.")
     proposal = ProposalSerializer(required=False)
+    notes = notes_field()
 
 
 class DeleteMemorySerializer(KeySerializer):
@@ -185,6 +190,7 @@ class MemoryCreateApi(ToolApi):
             "created": write.created,
             "memory": memory_body(write.memory),
         }
+        with_notes(body, written_notes(request.data, write.memory))
         return Response(
             body, status=status.HTTP_201_CREATED if write.created else status.HTTP_200_OK
         )
@@ -235,7 +241,8 @@ def _update(request: Request, actor: Actor, data: dict[str, Any]) -> Response:
     except ReviewRequired as waiting:  # only ever the user's memory
         current = Memory.objects.get(user=request.user, owner_agent=None, key=waiting.proposal.key)
         return _pending_review(waiting.proposal, memory=memory_body(current))
-    return Response({"status": write.status, "memory": memory_body(write.memory)})
+    body = {"status": write.status, "memory": memory_body(write.memory)}
+    return Response(with_notes(body, written_notes(request.data, write.memory)))
 
 
 class MemoryDeleteApi(ToolApi):

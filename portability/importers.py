@@ -35,7 +35,7 @@ from django.db import transaction
 from activity.actors import Actor
 from lib.credentials import redact
 from lib.errors import SecretRefused, ServiceError
-from lib.tags import TAG_PATTERN, normalize_tag
+from lib.tags import normalize_tag
 from memory.entries import memory_store
 from memory.models import MAX_TAGS, MAX_VALUE_LENGTH, Memory
 from memory.occurrence import MAX_YEAR, MIN_YEAR, session_problem
@@ -77,11 +77,11 @@ def _kind(text: str, tags: Iterable[str | None] = ()) -> str:
 
 
 def as_tag(label: object) -> str | None:
-    """A label as a memory tag (a-z, 0-9, '-', '_'; at most 40), or None if nothing is left."""
+    """A label as a memory tag, by the rule every write uses (lib/tags.py), or None if
+    nothing is left (not text, or no letter or digit)."""
     if not isinstance(label, str):
         return None
-    tag = normalize_tag(label.replace("_", "-"))
-    return tag if re.fullmatch(TAG_PATTERN, tag) else None
+    return normalize_tag(label) or None
 
 
 def _tags(tool: str, labels: list[object]) -> list[str]:

@@ -20,7 +20,7 @@ from activity.actors import Actor, ActorKind
 from lib import outbound
 from lib.errors import Conflict, InvalidInput, MemoryPaused
 from lib.slugs import slug_from_text
-from lib.tags import clean_tags
+from lib.tags import clean_tags, normalize_tag
 from profiles.models import (
     MAX_LLM_DAILY_TOKENS,
     MAX_RULE_FOLDER_LENGTH,
@@ -292,6 +292,15 @@ def _check_rule(field: str, rule: object) -> str:
 
 
 def _rule_tags(tags: list[str] | tuple[str, ...]) -> list[str]:
+    # A rule decides what an agent reads: a label that keeps nothing (an emoji alone) is
+    # refused here, never dropped, so the rule is never other than the one typed.
+    for tag in tags:
+        if tag.strip() and not normalize_tag(tag):
+            raise InvalidInput(
+                f"Tag '{tag.strip()[:40]}' has no letter or digit, so no memory carries it; "
+                "name tags as entries show them (e.g. health).",
+                field="memory_tags",
+            )
     try:
         return clean_tags([tag.lstrip("#") for tag in tags], limit=MAX_RULE_ITEMS)
     except InvalidInput as error:

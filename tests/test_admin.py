@@ -241,7 +241,8 @@ def test_add_memory_with_bad_timezone_shows_field_error(root, alice):
     assert response.status_code == 200
     assert response.context["adminform"].form.errors == {
         "value": [
-            "'Mars/Olympus' is not an IANA time zone (e.g. Europe/Paris, Asia/Singapore, UTC)."
+            "'Mars/Olympus' is not an IANA time zone. Type one such as Europe/Paris, "
+            "Asia/Singapore or UTC."
         ],
     }
     assert Memory.objects.count() == 0

@@ -15,12 +15,11 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from lib.api import TextField, TextListField, ToolInput, WholeNumberField, error_responses
-from lib.tags import TAG_PATTERN, TAG_RULE
+from lib.tags import TAG_RULE, TYPED_TAG_LENGTH, tag_notes
 from profiles.tool_base import ToolApi
 from work import selectors, services
 from work.models import (
     MAX_BODY_LENGTH,
-    MAX_TAG_LENGTH,
     MAX_TAGS,
     MAX_TITLE_LENGTH,
     WorkItem,
@@ -67,12 +66,13 @@ def _body_field(**kwargs: Any) -> TextField:
 
 def _tags_field() -> TextListField:
     return TextListField(
-        child=TextField(max_length=MAX_TAG_LENGTH, allow_blank=False),
+        child=TextField(max_length=TYPED_TAG_LENGTH, allow_blank=False),
         max_length=MAX_TAGS,
         required=False,
         help_text=(
-            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE} (pattern {TAG_PATTERN}): "
-            "'Morning Routine' is kept as 'morning-routine'."
+            f"Up to {MAX_TAGS} labels, stored as {TAG_RULE}: 'Morning Routine' is kept as "
+            "'morning-routine', 'café' as 'café'; a label with no letter or digit (an emoji "
+            "alone) is left out, and the answer's `notes` say so."
         ),
     )
 
@@ -139,8 +139,30 @@ class CreateWorkInput(ToolInput):
     tags = _tags_field()
 
 
+TAG_NOTES_HELP = (
+    "Present when a tag was kept other than as written, one line each: \"'Morning Routine' "
+    'saved as #morning-routine", "\'🍣\' left out: a tag needs a letter or a digit".'
+)
+
+
+def _tag_notes_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(), required=False, help_text=TAG_NOTES_HELP
+    )
+
+
+def _with_tag_notes(body: dict[str, Any], raw: object) -> dict[str, Any]:
+    """`body` with `notes` on the tags of the request's JSON (`raw`), when there are any."""
+    tags = raw.get("tags") if isinstance(raw, dict) else None
+    texts = isinstance(tags, list) and all(isinstance(tag, str) for tag in tags)
+    if texts and (notes := tag_notes(tags)):
+        body["notes"] = notes
+    return body
+
+
 class WorkResultSerializer(serializers.Serializer):
     work = WorkItemWithBodySerializer()
+    notes = _tag_notes_field()
 
 
 class WorkCreateApi(ToolApi):
@@ -170,7 +192,8 @@ class WorkCreateApi(ToolApi):
     def post(self, request: Request) -> Response:
         data = self.validated(CreateWorkInput)
         item = services.work_create(user=request.user, actor=self.actor(), **data)
-        return Response({"work": work_body(item)}, status=status.HTTP_201_CREATED)
+        body = _with_tag_notes({"work": work_body(item)}, request.data)
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class ListWorkInput(ToolInput):
@@ -253,6 +276,7 @@ class UpdateWorkResultSerializer(serializers.Serializer):
         child=serializers.CharField(), help_text="The fields that changed."
     )
     work = WorkItemWithBodySerializer(help_text="The item as it is now.")
+    notes = _tag_notes_field()
 
 
 class WorkUpdateApi(ToolApi):
@@ -280,10 +304,9 @@ class WorkUpdateApi(ToolApi):
         data = self.validated(UpdateWorkInput)
         pk = data.pop("id")
         result = services.work_update(user=request.user, pk=pk, actor=self.actor(), **data)
-        return Response(
-            {
-                "status": "updated" if result.changed else "unchanged",
-                "changed": result.changed,
-                "work": work_body(result.item),
-            }
-        )
+        body = {
+            "status": "updated" if result.changed else "unchanged",
+            "changed": result.changed,
+            "work": work_body(result.item),
+        }
+        return Response(_with_tag_notes(body, request.data))

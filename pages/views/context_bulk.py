@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods
 
 from lib.errors import NotFound, ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, render_page
+from lib.tags import tags_note
 from memory.bulk import (
     BulkAction,
     BulkResult,
@@ -67,6 +68,8 @@ def entries_bulk(request: HtmxHttpRequest) -> HttpResponse:
             request, tab="entries", status=400, bulk_form=form, list_params=params
         )
     note = _bulk_note(result)
+    if form.cleaned_data["action"] == "tag_add":  # "'Morning Routine' saved as #morning-routine"
+        note = " ".join(filter(None, [note, tags_note(form.cleaned_data["tag_list"])]))
     if request.htmx:
         box = BulkBox(note=note, error=not result.done and bool(result.refused), batch=result.batch)
         response = render_page(

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods
 
 from lib.errors import Conflict, ServiceError
 from lib.pages import HtmxHttpRequest, add_service_error, done, render_page
+from lib.tags import tags_note
 from memory.entries import entry_create, memory_rename
 from memory.forms import KIND_LABELS, EntryForm, local_day
 from memory.models import Memory
@@ -65,6 +66,7 @@ def entry_add(request: HtmxHttpRequest) -> HttpResponse:
         return render_context_page(request, tab="entries", status=400, entry_form=form)
     memory = write.memory
     note = f"Added {quoted(memory.value)} as {with_article(KIND_LABELS[memory.kind].lower())}."
+    note = " ".join(filter(None, [note, tags_note(form.cleaned_data["tag_list"])]))
     warning = credential_warning(write)
     if request.htmx:
         context = {"entry_form": EntryForm(user=user), "entry_note": note, "entry_warning": warning}
@@ -153,10 +155,14 @@ def entry_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         note = f"Saved; {now}." if saved else f"{now.capitalize()}."
     else:
         note = "Saved." if saved else "No change."
+    # What became of typed tags ("saved as #morning-routine"), once something was saved.
+    tagged = tags_note(form.cleaned_data["tag_list"]) if saved else ""
     if request.htmx:
-        response = render_entry_row(request, memory, note, warning)
+        response = render_entry_row(
+            request, memory, " ".join(filter(None, [note, tagged])), warning
+        )
         return announce_change(response, *events) if saved or renamed else response
-    flash = f"{note[:-1]}: {quoted(memory.value)}."
+    flash = " ".join(filter(None, [f"{note[:-1]}: {quoted(memory.value)}.", tagged]))
     return done_with_warning(request, flash, tab_url("entries", f"#memory-{pk}"), warning)
 
 

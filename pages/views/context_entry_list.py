@@ -91,7 +91,11 @@ def entries_context(
             groups.append(EntryGroup(kind, KIND_LABELS[kind], members, count, start > before))
         before += counts.get(kind, 0)
     shown = {**filters, "page": str(page.number)}
+    # A tag typed otherwise than stored ("Morning Routine") filters by the stored one, and
+    # the list says which (lib/tags.py).
+    typed_tag = filter_form.cleaned_data["tag"].strip() if filter_form.is_valid() else ""
     return {
+        "tag_typed": typed_tag if typed_tag.removeprefix("#") != filters["tag"] else "",
         "filter_form": filter_form,
         "filters": filters,
         "filtered": any(filters.values()),

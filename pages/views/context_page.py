@@ -29,13 +29,13 @@ from django.views.decorators.http import require_http_methods
 
 from lib.errors import InvalidInput, ServiceError
 from lib.pages import HtmxHttpRequest, done, render_page, target_partial
+from lib.timezones import timezone_names
 from memory.forms import (
     BudgetForm,
     EntryBulkForm,
     EntryForm,
     ProfileForm,
     StyleForm,
-    timezone_names,
 )
 from memory.keys import PROFILE_KEYS, STYLE_ASPECTS
 from memory.models import HistoryAction, Memory, MemoryHistory

@@ -51,6 +51,9 @@ def style_add(request: HtmxHttpRequest) -> HttpResponse:
             return render_page(request, PAGE, context, partial="styles_panel")
         return render_context_page(request, tab="styles", status=400, style_add_form=form)
     note = f"Added {platform}."
+    typed = form.data.get(form.add_prefix("platform"), "").strip()
+    if typed != platform:  # "Microsoft Teams" is kept as microsoft_teams (lib/tags.py)
+        note = f"Added {typed} (saved as {platform})."
     if request.htmx:
         context = _styles_panel(request, note=note)
         return announce_change(render_page(request, PAGE, context, partial="styles_panel"))

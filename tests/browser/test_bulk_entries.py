@@ -45,7 +45,7 @@ def test_select_retag_delete_and_undo_in_place(signed_in_page, alice, same_docum
         box(page, "Bullet points in reports").check()
         page.get_by_label("Tags to add or remove").fill("Morning Routine, work")
         page.get_by_role("button", name="Add tags to the selected entries").click()
-        expect(note).to_have_text("2 re-tagged.")
+        expect(note).to_have_text("2 re-tagged. Tag: 'Morning Routine' saved as #morning-routine.")
         # The list came back with the new tags on those two cards, the boxes cleared.
         tea = page.locator("li.entry", has_text="Drinks green tea")
         expect(tea.locator(".badge.tag")).to_have_text(["#morning-routine", "#work"])

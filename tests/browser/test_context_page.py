@@ -224,7 +224,7 @@ def test_entries_add_edit_pin_delete_and_undo_with_the_preview_following(
         page.get_by_label("Tags", exact=True).fill("work, Reports")
         page.get_by_role("button", name="Add entry").click()
         expect(page.locator("#entry-add").get_by_role("status")).to_have_text(
-            "Added “bullet points in reports” as a preference."
+            "Added “bullet points in reports” as a preference. Tag: 'Reports' saved as #reports."
         )
         expect(preview(page)).to_contain_text("- Prefers: bullet points in reports")
         memory = Memory.objects.get(user=alice, key="preference:reports")

@@ -416,7 +416,7 @@ def test_paused_memory_refuses_writes_but_allows_reads(
         ({"key": "fact:tea", "value": "x", "confidence": True}, "confidence", "Must be a number"),
         ({"key": "fact:tea", "value": "x", "tags": "work"}, "tags", "list"),
         ({"key": "fact:tea", "value": "x", "tags": [1]}, "tags", "tags[0]"),
-        ({"key": "fact:tea", "value": "x", "tags": ["ok", "???"]}, "tags", "Tag '???' has nothing"),
+        ({"key": "fact:tea", "value": "x", "tags": ["ok", "x" * 101]}, "tags", "tags[1]"),
         ({"key": "fact:tea", "value": "x", "tags": ["t"] * 21}, "tags", "20"),
         ({"key": "fact:tea", "value": "x", "vaule": "typo"}, "vaule", "Unknown field"),
     ],

@@ -140,7 +140,7 @@ def test_agent_write_defaults_to_tp_extracted_with_confidence_08(alice, alice_ag
             "value",
             "'Mars/Olympus' is not an IANA time zone",
         ),
-        ({"tags": ["ok", "日本"]}, "tags", "Tag '日本' has nothing Mnemo can keep"),
+        ({"tags": [f"t{n}" for n in range(30)]}, "tags", "At most"),
         ({"tags": "work"}, "tags", "Tags must be a list"),
     ],
 )
@@ -155,6 +155,25 @@ def test_invalid_writes_are_refused_and_change_nothing(alice, kwargs, field, mes
     assert not Memory.objects.exists()
     assert not MemoryHistory.objects.exists()
     assert not ActivityEvent.objects.exists()
+
+
+def test_timezone_is_stored_by_its_canonical_name(alice):
+    write = memory_upsert(
+        user=alice, key="timezone", value="europe/berlin", actor=Actor.for_user(alice)
+    )
+    assert write.memory.value == "Europe/Berlin"
+    assert MemoryHistory.objects.get(memory=write.memory).after["value"] == "Europe/Berlin"
+
+
+def test_an_emoji_only_tag_is_left_out_and_the_entry_kept(alice):
+    write = memory_upsert(
+        user=alice,
+        key="fact:dinner",
+        value="Sushi on Fridays",
+        actor=Actor.for_user(alice),
+        tags=["🍣", "Friday Dinner"],
+    )
+    assert write.memory.tags == ["friday-dinner"]
 
 
 def test_timezone_accepts_an_iana_zone(alice):

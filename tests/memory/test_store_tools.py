@@ -244,7 +244,7 @@ def test_memory_store_that_adds_to_a_near_memory_proposes_to_update_it(
         ({"content": "", "category": "fact"}, "content", "blank"),
         ({"content": 7, "category": "fact"}, "content", "Must be text"),
         ({"content": "x" * 2001, "category": "fact"}, "content", "2000"),
-        ({"content": "Likes tea", "category": "fact", "tags": ["!!!"]}, "tags", "Tag"),
+        ({"content": "Likes tea", "category": "fact", "tags": ["x" * 101]}, "tags", "tags[0]"),
         ({"content": "Likes tea", "category": "fact", "tags": "tea"}, "tags", "list"),
         ({"content": "Likes tea", "category": "fact", "key": "fact:tea"}, "key", "Unknown field"),
     ],

@@ -189,7 +189,7 @@ def test_select_all_on_this_page_works_without_js(as_alice, alice):
         },
     )
     assert response.status_code == 302
-    assert flashes(response) == ["50 re-tagged."]
+    assert flashes(response) == ["50 re-tagged. Tag: 'Morning Routine' saved as #morning-routine."]
     tagged = Memory.objects.filter(user=alice, tags=["morning-routine", "work"])
     assert sorted(tagged.values_list("pk", flat=True)) == sorted(on_page)
     assert Memory.objects.filter(user=alice, tags=[]).count() == 5
@@ -254,7 +254,7 @@ def test_a_refused_row_is_reported_and_the_others_stand(as_alice, alice):
         ),
         (
             {"bulk-action": "tag_add", "bulk-ids": "ID", "bulk-tags": "!!!"},
-            "has nothing Mnemo can keep",
+            "No tag to add: &#x27;!!!&#x27; left out: a tag needs a letter or a digit.",
         ),
         ({"bulk-action": "explode", "bulk-ids": "ID"}, "Select a valid choice"),
         ({"bulk-action": "delete", "bulk-ids": "1; DROP"}, "not one this page made"),

@@ -190,6 +190,11 @@ class CreateMemoryResult(TypedDict):
     proposal: NotRequired[Proposal]
     # For a duplicate: how near in meaning (1: the same text).
     similarity: NotRequired[float]
+    # Present when something was kept other than as written, one line each: "Key 'tone_Microsoft
+    # Teams' saved as 'tone_microsoft_teams'", "'Morning Routine' saved as #morning-routine", "'🍣'
+    # left out: a tag needs a letter or a digit", "Time zone 'europe/berlin' saved as
+    # 'Europe/Berlin'".
+    notes: NotRequired[list[str]]
 
 
 class DeleteMemoryResult(TypedDict):
@@ -482,6 +487,11 @@ class StoreResult(TypedDict):
     proposal: NotRequired[Proposal]
     # For a duplicate: how near in meaning (1: the same text).
     similarity: NotRequired[float]
+    # Present when something was kept other than as written, one line each: "Key 'tone_Microsoft
+    # Teams' saved as 'tone_microsoft_teams'", "'Morning Routine' saved as #morning-routine", "'🍣'
+    # left out: a tag needs a letter or a digit", "Time zone 'europe/berlin' saved as
+    # 'Europe/Berlin'".
+    notes: NotRequired[list[str]]
 
 
 class SystemPrompt(TypedDict):
@@ -565,6 +575,11 @@ class UpdateResult(TypedDict):
     memory: Memory
     # A change waiting in (or decided in) the user's review inbox.
     proposal: NotRequired[Proposal]
+    # Present when something was kept other than as written, one line each: "Key 'tone_Microsoft
+    # Teams' saved as 'tone_microsoft_teams'", "'Morning Routine' saved as #morning-routine", "'🍣'
+    # left out: a tag needs a letter or a digit", "Time zone 'europe/berlin' saved as
+    # 'Europe/Berlin'".
+    notes: NotRequired[list[str]]
 
 
 class UpdateWorkResult(TypedDict):
@@ -574,6 +589,9 @@ class UpdateWorkResult(TypedDict):
     changed: list[str]
     # The item as it is now.
     work: WorkItemWithBody
+    # Present when a tag was kept other than as written, one line each: "'Morning Routine' saved
+    # as #morning-routine", "'🍣' left out: a tag needs a letter or a digit".
+    notes: NotRequired[list[str]]
 
 
 class WorkItem(TypedDict):
@@ -617,6 +635,9 @@ class WorkPage(TypedDict):
 class WorkResult(TypedDict):
     # A work item as agents see it (get_work, create_work and update_work add the body).
     work: WorkItemWithBody
+    # Present when a tag was kept other than as written, one line each: "'Morning Routine' saved
+    # as #morning-routine", "'🍣' left out: a tag needs a letter or a digit".
+    notes: NotRequired[list[str]]
 
 
 class WorkingMemory(TypedDict):
@@ -796,14 +817,18 @@ class Tools:
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
-            tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
-            fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
-            slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            tone_<platform> or verbosity_<platform>, the platform as you name it
+            ('tone_Microsoft Teams' is kept as tone_microsoft_teams: a-z, 0-9 and '_').
+            Entry: <kind>:<slug> with kind one of fact, instruction, preference, decision,
+            discovery, pattern, task, bugfix and a slug of a-z, 0-9, '_' and '-' (e.g.
+            preference:report-format).
             value: The memory itself, 1–2000 characters of plain text.
             confidence: How sure the agent is, between 0 and 1 (exclusive). Default 0.8.
-            tags: Up to 20 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
-            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
-            routine'.
+            tags: Up to 20 labels, stored as letters and digits of any script, lower-cased,
+            each run of anything else (spaces, '_', punctuation, emoji) one '-', at most 40
+            characters: 'Morning Routine' is kept as 'morning-routine', 'café' as 'café'; a
+            label with no letter or digit (an emoji alone) is left out, and the answer's
+            `notes` say so.
             source: Where the memory came from. Agents write 'tp_extracted' (the default) or
             'document'; only the user states facts ('user_stated').
             reason: Why, in a sentence; shown to the user if the change waits for review.
@@ -847,9 +872,11 @@ class Tools:
             on the Work page; raw HTML and scripts are removed there.
             kind: report (findings, a write-up), draft (something for the user to send or
             finish), summary (of a meeting, a thread, a document) or other.
-            tags: Up to 10 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
-            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
-            routine'.
+            tags: Up to 10 labels, stored as letters and digits of any script, lower-cased,
+            each run of anything else (spaces, '_', punctuation, emoji) one '-', at most 40
+            characters: 'Morning Routine' is kept as 'morning-routine', 'café' as 'café'; a
+            label with no letter or digit (an emoji alone) is left out, and the answer's
+            `notes` say so.
 
         POST /api/v1/tools/create_work
         """
@@ -868,9 +895,11 @@ class Tools:
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
-            tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
-            fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
-            slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            tone_<platform> or verbosity_<platform>, the platform as you name it
+            ('tone_Microsoft Teams' is kept as tone_microsoft_teams: a-z, 0-9 and '_').
+            Entry: <kind>:<slug> with kind one of fact, instruction, preference, decision,
+            discovery, pattern, task, bugfix and a slug of a-z, 0-9, '_' and '-' (e.g.
+            preference:report-format).
             own: true: your own note under the key (memory_store's default) instead of the
             user's memory. Default false.
             reason: Why, in a sentence; shown to the user if the change waits for review.
@@ -887,9 +916,11 @@ class Tools:
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
-            tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
-            fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
-            slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            tone_<platform> or verbosity_<platform>, the platform as you name it
+            ('tone_Microsoft Teams' is kept as tone_microsoft_teams: a-z, 0-9 and '_').
+            Entry: <kind>:<slug> with kind one of fact, instruction, preference, decision,
+            discovery, pattern, task, bugfix and a slug of a-z, 0-9, '_' and '-' (e.g.
+            preference:report-format).
             own: true: your own note under the key (memory_store's default) instead of the
             user's memory. Default false.
 
@@ -1095,9 +1126,11 @@ class Tools:
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
-            tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
-            fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
-            slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            tone_<platform> or verbosity_<platform>, the platform as you name it
+            ('tone_Microsoft Teams' is kept as tone_microsoft_teams: a-z, 0-9 and '_').
+            Entry: <kind>:<slug> with kind one of fact, instruction, preference, decision,
+            discovery, pattern, task, bugfix and a slug of a-z, 0-9, '_' and '-' (e.g.
+            preference:report-format).
             memory_id: The agent-memory design's name for `key` (a memory is named by its
             key here): give one of the two.
             own: true: your own note under the key (memory_store's default) instead of the
@@ -1209,9 +1242,11 @@ class Tools:
             (a choice made), discovery (something found out), pattern (something that
             recurs), task (something to do), bugfix (a problem and its fix), fact (about the
             user or their world), instruction (how the user wants you to work).
-            tags: Up to 20 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
-            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
-            routine'.
+            tags: Up to 20 labels, stored as letters and digits of any script, lower-cased,
+            each run of anything else (spaces, '_', punctuation, emoji) one '-', at most 40
+            characters: 'Morning Routine' is kept as 'morning-routine', 'café' as 'café'; a
+            label with no letter or digit (an emoji alone) is left out, and the answer's
+            `notes` say so.
             occurred_at: When what the memory says happened or was said, in ISO 8601: a date
             (2023-05-08, the start of that day) or a date-time (2023-05-08T13:56:00, with or
             without Z or an offset such as +02:00). Without an offset it is the user's local
@@ -1339,9 +1374,11 @@ class Tools:
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
-            tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
-            fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
-            slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            tone_<platform> or verbosity_<platform>, the platform as you name it
+            ('tone_Microsoft Teams' is kept as tone_microsoft_teams: a-z, 0-9 and '_').
+            Entry: <kind>:<slug> with kind one of fact, instruction, preference, decision,
+            discovery, pattern, task, bugfix and a slug of a-z, 0-9, '_' and '-' (e.g.
+            preference:report-format).
             memory_id: The agent-memory design's name for `key` (a memory is named by its
             key here): give one of the two.
             own: true: your own note under the key (memory_store's default) instead of the
@@ -1406,14 +1443,18 @@ class Tools:
 
         Args:
             key: A memory key. Profile: name, role, company, timezone, summary. Style:
-            tone_<platform> or verbosity_<platform>. Entry: <kind>:<slug> with kind one of
-            fact, instruction, preference, decision, discovery, pattern, task, bugfix and a
-            slug of a-z, 0-9, '_' and '-' (e.g. preference:report-format).
+            tone_<platform> or verbosity_<platform>, the platform as you name it
+            ('tone_Microsoft Teams' is kept as tone_microsoft_teams: a-z, 0-9 and '_').
+            Entry: <kind>:<slug> with kind one of fact, instruction, preference, decision,
+            discovery, pattern, task, bugfix and a slug of a-z, 0-9, '_' and '-' (e.g.
+            preference:report-format).
             value: The memory itself, 1–2000 characters of plain text.
             confidence: How sure the agent is, between 0 and 1 (exclusive). Default 0.8.
-            tags: Up to 20 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
-            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
-            routine'.
+            tags: Up to 20 labels, stored as letters and digits of any script, lower-cased,
+            each run of anything else (spaces, '_', punctuation, emoji) one '-', at most 40
+            characters: 'Morning Routine' is kept as 'morning-routine', 'café' as 'café'; a
+            label with no letter or digit (an emoji alone) is left out, and the answer's
+            `notes` say so.
             pinned: Pinned entries come first in working memory.
             reason: Why, in a sentence; shown to the user if the change waits for review.
             occurred_at: When what the memory says happened or was said, in ISO 8601: a date
@@ -1471,9 +1512,11 @@ class Tools:
             finish), summary (of a meeting, a thread, a document) or other.
             status: in_progress (still being worked on), done, or archived (kept, out of the
             way).
-            tags: Up to 10 labels, stored as a-z, 0-9, '_' and '-', at most 40 characters
-            (pattern [a-z0-9][a-z0-9_-]{0,39}): 'Morning Routine' is kept as 'morning-
-            routine'.
+            tags: Up to 10 labels, stored as letters and digits of any script, lower-cased,
+            each run of anything else (spaces, '_', punctuation, emoji) one '-', at most 40
+            characters: 'Morning Routine' is kept as 'morning-routine', 'café' as 'café'; a
+            label with no letter or digit (an emoji alone) is left out, and the answer's
+            `notes` say so.
 
         POST /api/v1/tools/update_work
         """
