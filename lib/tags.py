@@ -15,6 +15,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from anyascii import anyascii
+
 from lib.errors import InvalidInput
 
 MAX_TAG_LENGTH = 40
@@ -115,10 +117,16 @@ _NOT_PLATFORM = re.compile(r"[^a-z0-9]+")
 def normalize_platform(label: str) -> str:
     """The platform stored for a label, as in its style keys; "" when nothing is left.
 
-    Accents dropped, lower-cased, each run of anything but a-z and 0-9 (spaces, '-', '_',
-    '.') one '_', never at either end, cut to 32 characters: "Microsoft Teams" →
-    "microsoft_teams", "Slack" → "slack", "Google-Chat" → "google_chat"."""
-    ascii_text = unicodedata.normalize("NFKD", label).encode("ascii", "ignore").decode()
+    Letters and digits of any script romanised as keys are (lib/slugs.py: "微信" →
+    "weixin", accents dropped; an emoji is no name, "🍣" leaves nothing), lower-cased, each
+    run of anything but a-z and 0-9 (spaces, '-', '_', '.') one '_', never at either end,
+    cut to 32 characters: "Microsoft Teams" → "microsoft_teams", "Slack" → "slack",
+    "Google-Chat" → "google_chat"."""
+    letters = "".join(
+        char if unicodedata.category(char)[0] in "LN" else " "
+        for char in unicodedata.normalize("NFKC", label)
+    )
+    ascii_text = anyascii(letters)
     platform = _NOT_PLATFORM.sub("_", ascii_text.lower()).strip("_")
     return platform[:MAX_PLATFORM_LENGTH].rstrip("_")
 
@@ -129,7 +137,7 @@ def clean_platform(label: str, *, field: str = "platform") -> str:
     if not platform:
         raise InvalidInput(
             f"Platform '{label.strip()[:MAX_PLATFORM_LENGTH]}' has no letter a-z or digit "
-            "to name it by; type its name in Latin letters (e.g. wechat, line).",
+            "to name it by; type its name (e.g. wechat, line).",
             field=field,
         )
     return platform

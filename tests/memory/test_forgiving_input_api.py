@@ -73,12 +73,17 @@ def test_an_agent_names_a_platform_as_people_do(call_tool, alice, alice_token):
     assert created.json()["memory"]["key"] == "verbosity_microsoft_teams"
 
 
-def test_a_platform_with_no_latin_name_is_refused_naming_the_key(call_tool, alice, alice_token):
-    response = call_tool(alice_token, "create_memory", {"key": "tone_微信", "value": "casual"})
+def test_a_platform_in_another_script_is_romanised(call_tool, alice, alice_token):
+    created = call_tool(alice_token, "create_memory", {"key": "tone_微信", "value": "casual"})
+    assert created.json()["memory"]["key"] == "tone_weixin"
+
+
+def test_a_platform_with_no_letter_is_refused_naming_the_key(call_tool, alice, alice_token):
+    response = call_tool(alice_token, "create_memory", {"key": "tone_🍣", "value": "casual"})
 
     assert response.status_code == 400
     assert response.json()["error"]["field"] == "key"
-    assert "Platform '微信'" in response.json()["error"]["message"]
+    assert "Platform '🍣'" in response.json()["error"]["message"]
     assert not Memory.objects.filter(user=alice).exists()
 
 

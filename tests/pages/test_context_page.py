@@ -329,10 +329,10 @@ def test_style_plain_posts(as_alice, alice):
 
 def test_style_add_errors(as_alice, alice):
     response = as_alice.post(
-        "/styles/add/", {"style-platform": "微信", "style-tone": "casual"}, headers=HX
+        "/styles/add/", {"style-platform": "🍣", "style-tone": "casual"}, headers=HX
     )
     assert response.status_code == 200
-    assert "Platform &#x27;微信&#x27; has no letter a-z or digit" in text(response)
+    assert "Platform &#x27;🍣&#x27; has no letter a-z or digit" in text(response)
     assert 'aria-invalid="true"' in text(response)
 
     response = as_alice.post("/styles/add/", {"style-platform": "slack"})
