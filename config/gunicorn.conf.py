@@ -23,6 +23,8 @@ timeout = 30
 graceful_timeout = 5
 keepalive = 5
 accesslog = "-"
+# An abandoned request is logged as 499 "client closed", not as gunicorn's "500 0".
+logger_class = "lib.web_worker.AccessLog"
 # gunicorn 27's control socket lives in $HOME by default, shared by every gunicorn of the
 # user; several Mnemo stacks (and the tests) would fight over it. Nothing here uses it.
 control_socket_disable = True

@@ -10,9 +10,12 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from lib.tool_manifest import api_not_found
 
 # Swagger UI loads its start-up script from the same URL (?script), so scripts stay 'self'
-# only; its page and widgets use inline styles, allowed on this page alone.
+# only; its page and widgets use inline styles, allowed on this page alone. Its page follows
+# the site's theme (templates/api/swagger_ui.html).
 SWAGGER_UI_CSP = {**settings.SECURE_CSP, "style-src": ["'self'", "'unsafe-inline'"]}
-swagger_view = SpectacularSwaggerSplitView.as_view(url_name="api_schema")
+swagger_view = SpectacularSwaggerSplitView.as_view(
+    url_name="api_schema", template_name="api/swagger_ui.html"
+)
 swagger_ui = csp_override(SWAGGER_UI_CSP)(swagger_view)
 
 

@@ -23,12 +23,19 @@ A path can be mounted on another ASGI application (`mount`): /mcp is the MCP ser
 (mcp_bridge/http.py), which runs each tool call through the same Django handler on this
 same thread pool. It gets the same checks and the body whole, read here first, as one
 message; `aclose()` is awaited at lifespan shutdown.
+
+A client that goes away before its answer (a browser tab closed, a request abandoned) gets
+none, and its access log line says so: the door notes the disconnect it saw
+(`disconnect_seen`), and the access log (lib/web_worker.py AccessLog) writes 499 "client
+closed" where gunicorn would write "500 0". While Django works on a request, a watcher
+waits for the disconnect, as Django's own ASGI handler does; a download stops streaming.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import io
 import os
 import sys
@@ -58,12 +65,26 @@ WSGI_THREADS = int(os.environ.get("MNEMO_WEB_THREADS", "4"))
 _HEADER_SEPARATORS = {"HTTP_COOKIE": "; "}
 
 
+# Set by the door, in the request's own task, when the server said the client is gone
+# (`http.disconnect`): the access log reads it in that task once the app has returned.
+_disconnect_seen: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "disconnect_seen", default=False
+)
+
+
+def disconnect_seen() -> bool:
+    """Whether this request's client went away (or, while its body was read, stopped sending
+    for the server's `timeout`) before the door answered."""
+    return _disconnect_seen.get()
+
+
 class BodyRefused(Exception):
     """The body cannot be handed on: 413 (over the limit) or 400 (it ended early)."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, *, disconnected: bool = False) -> None:
         super().__init__(status)
         self.status = status
+        self.disconnected = disconnected  # the server said `http.disconnect`
 
 
 class BufferedWSGI:
@@ -115,6 +136,8 @@ class BufferedWSGI:
         try:
             body = await read_body(receive, limit=limit, declared=declared)
         except BodyRefused as refused:
+            if refused.disconnected:
+                _disconnect_seen.set(True)
             await self._refuse(send, scope, refused.status)
             return
         mounted = self.mounts.get(scope["path"].rstrip("/")) if self.mounts else None
@@ -123,18 +146,48 @@ class BufferedWSGI:
             return
         environ = wsgi_environ(scope, body)
         loop = asyncio.get_running_loop()
+        # The body is read: the next message is the client's disconnect, whenever it comes.
+        watcher = asyncio.ensure_future(receive())
+        watcher.add_done_callback(_retrieve)
+        try:
+            await self._answer(loop, environ, send, watcher)
+        except asyncio.CancelledError:
+            # The server cancels a request whose client left a while ago (gunicorn's
+            # asgi_disconnect_grace_period), or any request when it stops.
+            if _gone(watcher):
+                _disconnect_seen.set(True)
+            raise
+        finally:
+            watcher.cancel()
+
+    async def _answer(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        environ: dict[str, Any],
+        send: Send,
+        watcher: asyncio.Future[dict[str, Any]],
+    ) -> None:
         status, headers, result = await loop.run_in_executor(
             self.executor, call_wsgi, self.wsgi_app, environ
         )
+        if _gone(watcher):  # nobody is left to answer
+            _disconnect_seen.set(True)
+            if not isinstance(result, bytes):
+                await loop.run_in_executor(self.executor, _close, result)
+            return
         await send({"type": "http.response.start", "status": status, "headers": headers})
         if isinstance(result, bytes):
             await send({"type": "http.response.body", "body": result})
             return
-        # A streaming response (a download): each chunk is made on the pool, sent here.
+        # A streaming response (a download): each chunk is made on the pool, sent here, until
+        # the last one or until the client is gone.
         try:
             while (
                 chunk := await loop.run_in_executor(self.executor, next, result, None)
             ) is not None:
+                if _gone(watcher):
+                    _disconnect_seen.set(True)
+                    return
                 if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
         finally:
@@ -164,7 +217,7 @@ async def read_body(receive: Receive, *, limit: int, declared: int | None) -> by
     while True:
         message = await receive()
         if message["type"] != "http.request":  # http.disconnect
-            raise BodyRefused(400)
+            raise BodyRefused(400, disconnected=True)
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
@@ -175,6 +228,20 @@ async def read_body(receive: Receive, *, limit: int, declared: int | None) -> by
     if declared is not None and size != declared:
         raise BodyRefused(400)
     return b"".join(parts)
+
+
+def _gone(watcher: asyncio.Future[dict[str, Any]]) -> bool:
+    """Whether the watcher of a request whose body was read has seen its client leave."""
+    if not watcher.done() or watcher.cancelled() or watcher.exception() is not None:
+        return False
+    return watcher.result().get("type") == "http.disconnect"
+
+
+def _retrieve(watcher: asyncio.Future[dict[str, Any]]) -> None:
+    """A watcher's own failure (a server's receive that raised) is nobody's answer: taken,
+    so asyncio does not log it as never retrieved."""
+    if not watcher.cancelled():
+        watcher.exception()
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

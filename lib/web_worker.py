@@ -16,6 +16,10 @@ while the new master was still loading) and after ORPHAN_SECONDS at most. It lea
 any worker stops: no new connections, the requests in flight finished.
 
 Without `reuse_port` (compose, the benchmarks) this is gunicorn's own ASGI worker.
+
+AccessLog, gunicorn's access log (config/gunicorn.conf.py `logger_class`), writes a request
+whose client went away before the answer as 499 "client closed" (nginx's number for it),
+where gunicorn writes "500 0", which reads as a server error.
 """
 
 from __future__ import annotations
@@ -24,12 +28,16 @@ import contextlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
+from gunicorn.glogging import Logger
 from gunicorn.workers.gasgi import ASGIWorker
 
+from lib.asgi import disconnect_seen
 from lib.stack import Layout, data_dir_from_environment
 
 ORPHAN_SECONDS = 120.0
+CLIENT_CLOSED = 499
 
 
 def serving_file() -> Path:
@@ -105,3 +113,24 @@ class Worker(ASGIWorker):
         except (OSError, ValueError, IndexError):
             return False
         return master != self.master_pid and _alive(master)
+
+
+class AccessLog(Logger):
+    """gunicorn's logger; an abandoned request's access line is `… 499 0 … client closed`."""
+
+    def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
+        # gunicorn drops what the app sends to a closed connection and logs its own default,
+        # 500 with 0 bytes sent; the door (lib/asgi.py) saw the disconnect. A 500 the app
+        # did send, or an answer that went out (a 400 to a client that stopped sending and
+        # still listens), is logged as it is.
+        if not (disconnect_seen() and resp.status == 500 and not resp.sent):
+            super().access(resp, req, environ, request_time)
+            return
+        if not self.access_log_enabled:
+            return
+        resp.status = CLIENT_CLOSED
+        atoms = self.atoms_wrapper_class(self.atoms(resp, req, environ, request_time))
+        try:
+            self.access_log.info(f"{self.cfg.access_log_format} client closed", atoms)
+        except Exception:  # as gunicorn's own: a log line must not fail the request
+            self.exception("Could not write the access log line")

@@ -386,8 +386,39 @@ def test_a_body_cut_short_is_not_written_by_the_api_a_page_or_mcp(stack, token):
     before = written(stack)
     for kind, (head, body) in requests.items():
         raw_request(stack.port, head, body, hang_up_after=len(body) - 64)
-        wait_for_access_line(stack, f"?half-{kind} ")
+        line = wait_for_access_line(stack, f"?half-{kind} ")
+        # Nobody was left to answer: not the server's failure (gunicorn's own "500 0").
+        assert ' 499 0 "' in line, line
+        assert line.rstrip().endswith("client closed"), line
     assert written(stack) == before
+
+
+def test_a_request_its_client_abandons_is_logged_as_client_closed(stack, token):
+    """A client that gives up waiting (a browser tab closed on a slow page) leaves a 499
+    "client closed" line in the access log (lib/web_worker.py AccessLog), not "500 0"."""
+    body = json.dumps({"key": "fact:abandoned", "value": "Nobody waited for this"}).encode()
+    head = (
+        "POST /api/v1/tools/create_memory?abandoned HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    waiting = (
+        "SELECT count(*) FROM pg_locks WHERE relation = 'user_context'::regclass AND NOT granted"
+    )
+    # The memory table is locked, so Django is still at work when the client hangs up.
+    with connect(stack.data_dir) as locker, connect(stack.data_dir) as watcher:
+        watcher.autocommit = True
+        locker.execute("LOCK TABLE user_context IN ACCESS EXCLUSIVE MODE")
+        with socket.create_connection(("127.0.0.1", stack.port), timeout=10) as connection:
+            connection.sendall(head + body)
+            wait_for(
+                lambda: watcher.execute(waiting).fetchone()[0],
+                timeout=30,
+                what="the request to wait for the locked table",
+            )
+        line = wait_for_access_line(stack, "?abandoned ")
+    assert ' 499 0 "' in line, line
+    assert line.rstrip().endswith("client closed"), line
 
 
 def test_two_cookie_headers_reach_django_as_both_cookies(stack):

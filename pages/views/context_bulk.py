@@ -174,12 +174,16 @@ def batch_undo(request: HtmxHttpRequest, batch: uuid.UUID) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 def delete_all(request: HtmxHttpRequest) -> HttpResponse:
     """Delete all my memories: profile, styles and entries (memory_delete_all), behind a
-    typed confirmation; one Undo brings them all back for MNEMO_UNDO_DAYS days."""
+    typed confirmation; one Undo brings them all back for MNEMO_UNDO_DAYS days.
+
+    What was deleted is said once, beside its Undo: in the entry list's box (the batch's
+    offer), which the page opens at. Its Undo replaces the box with what was put back."""
     form = DeleteAllForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         result = memory_delete_all(user=request.user, actor=actor_of(request))
-        extra = {"batch": result.batch} if result.batch else {}
-        return done(request, _bulk_note(result), entries_url({}, **extra))
+        if not result.batch:  # nothing was deleted: nothing to undo
+            return done(request, _bulk_note(result), entries_url({}))
+        return HttpResponseRedirect(f"{entries_url({}, batch=result.batch)}#bulk-result")
     context = {
         "form": form,
         "counts": memory_counts(user=request.user),

@@ -9,15 +9,24 @@ server's side (gunicorn, a raw socket that hangs up) is in tests/test_embedded_r
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.core.handlers.wsgi import WSGIRequest
+from gunicorn.config import Config
 
-from lib.asgi import BufferedWSGI, wsgi_environ
+import lib.asgi as asgi_module
+from lib.asgi import BufferedWSGI, disconnect_seen, wsgi_environ
 from lib.http_errors import refusal
+from lib.web_worker import AccessLog
 
 LIMIT = 1000
 
@@ -308,3 +317,198 @@ def test_the_body_read_decides_content_length_not_the_header():
     assert environ["CONTENT_LENGTH"] == "2"
     assert "HTTP_TRANSFER_ENCODING" not in environ
     assert environ["wsgi.input"].read() == b"ab"
+
+
+# A client that leaves before its answer (issue 30) -------------------------------------------
+
+
+class Leaving:
+    """One request through the door whose client leaves while Django works on it: the WSGI
+    app holds its answer until the server has said `http.disconnect`."""
+
+    def __init__(self, app: Callable[[threading.Event], Any]) -> None:
+        self.gone = threading.Event()
+        self.sent: list[dict[str, Any]] = []
+        door = BufferedWSGI(app(self.gone), max_body_bytes=LIMIT, refuse=refusal, threads=1)
+        messages = [chunk(b"", more=False)]
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop(0)
+            # The body is read: the next message is the disconnect, once the app has begun.
+            await asyncio.sleep(0.05)
+            self.gone.set()
+            return DISCONNECT
+
+        async def send(message: dict[str, Any]) -> None:
+            self.sent.append(message)
+
+        async def request() -> bool:
+            await door(scope_for("/slow/", []), receive, send)
+            return disconnect_seen()  # as the access log reads it, in the request's task
+
+        try:
+            self.seen = asyncio.run(asyncio.wait_for(request(), 5))
+        finally:
+            door.executor.shutdown()
+
+
+def test_a_client_gone_while_django_works_gets_no_answer_and_the_log_is_told():
+    def app(gone: threading.Event):
+        def slow(environ, start_response):
+            assert gone.wait(5)  # Django still works when the client leaves
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"too late"]
+
+        return slow
+
+    run = Leaving(app)
+
+    assert run.sent == []
+    assert run.seen is True
+
+
+def test_a_download_stops_streaming_when_its_client_leaves():
+    made: list[int] = []
+    closed = threading.Event()
+
+    def app(gone: threading.Event):
+        def chunks():
+            try:
+                for number in range(1000):
+                    made.append(number)
+                    if number == 1:
+                        assert gone.wait(5)
+                    yield b"x" * 100
+            finally:
+                closed.set()
+
+        def download(environ, start_response):
+            start_response("200 OK", [("Content-Type", "application/zip")])
+            response = chunks()
+            return StreamingBody(response)
+
+        return download
+
+    run = Leaving(app)
+
+    assert run.seen is True
+    assert run.sent[0]["status"] == 200
+    assert len(run.sent) <= 4  # the start and the chunks made before the client left
+    assert len(made) <= 3, "the download went on after its client left"
+    assert closed.is_set()
+
+
+class StreamingBody:
+    """What Django's StreamingHttpResponse looks like to the door: iterable, `streaming`."""
+
+    streaming = True
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self.chunks
+
+    def close(self) -> None:
+        self.chunks.close()  # type: ignore[attr-defined]
+
+
+def test_an_answered_request_is_not_noted_as_abandoned():
+    async def request() -> tuple[list[dict[str, Any]], bool]:
+        sent: list[dict[str, Any]] = []
+        door = BufferedWSGI(Recorder(), max_body_bytes=LIMIT, refuse=refusal, threads=1)
+        messages = [chunk(WHOLE, more=False)]
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop(0)
+            await asyncio.sleep(3600)  # the client stays
+            raise AssertionError("not reached")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        try:
+            await door(scope_for("/", LENGTH), receive, send)
+        finally:
+            door.executor.shutdown()
+        return sent, disconnect_seen()
+
+    sent, seen = asyncio.run(asyncio.wait_for(request(), 5))
+
+    assert sent[0]["status"] == 200
+    assert seen is False
+
+
+def test_a_body_cut_short_by_a_disconnect_is_noted():
+    async def request() -> bool:
+        messages = [chunk(WHOLE[:5], more=True), DISCONNECT]
+        door = BufferedWSGI(Recorder(), max_body_bytes=LIMIT, refuse=refusal, threads=1)
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop(0)
+
+        async def send(message: dict[str, Any]) -> None:
+            pass
+
+        try:
+            await door(scope_for("/", LENGTH), receive, send)
+        finally:
+            door.executor.shutdown()
+        return disconnect_seen()
+
+    assert asyncio.run(request()) is True
+
+
+@dataclass
+class Response:
+    """What gunicorn's ASGI protocol hands its access log (gunicorn/asgi/protocol.py)."""
+
+    status: int
+    sent: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def access_line(tmp_path: Path, response: Response, *, disconnect: bool) -> str:
+    log_file = tmp_path / "access.log"
+    config = Config()
+    config.set("accesslog", str(log_file))
+    log = AccessLog(config)
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "RAW_URI": "/context/?tab=entries",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+    }
+
+    def write() -> None:
+        if disconnect:
+            asgi_module._disconnect_seen.set(True)
+        log.access(response, SimpleNamespace(headers=[]), environ, timedelta(milliseconds=3))
+
+    contextvars.copy_context().run(write)
+    for handler in log.access_log.handlers:
+        handler.flush()
+    return log_file.read_text()
+
+
+def test_the_access_log_says_client_closed_for_an_abandoned_request(tmp_path):
+    line = access_line(tmp_path, Response(status=500, sent=0), disconnect=True)
+
+    assert '"GET /context/?tab=entries HTTP/1.1" 499 0 ' in line
+    assert line.rstrip().endswith("client closed")
+
+
+def test_the_access_log_keeps_real_answers_as_they_were(tmp_path):
+    # A 500 with no disconnect is the server's failure; an answer that went out (a 400 to a
+    # client that stopped sending but still listens) is what the client got.
+    for response, disconnect, status in [
+        (Response(status=500, sent=0), False, "500 0"),
+        (Response(status=400, sent=120), True, "400 120"),
+        (Response(status=200, sent=4), False, "200 4"),
+    ]:
+        line = access_line(tmp_path, response, disconnect=disconnect)
+        assert f'HTTP/1.1" {status} ' in line, line
+        assert "client closed" not in line, line
+        (tmp_path / "access.log").unlink()

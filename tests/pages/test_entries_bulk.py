@@ -339,8 +339,13 @@ def test_delete_all_says_what_it_covers_and_wants_the_phrase_typed(as_alice, ali
     response = as_alice.post("/memories/delete-all/", {"confirm": "  Delete   ALL "})
     batch = MemoryHistory.objects.filter(user=alice, action="delete").first().batch
     assert response.status_code == 302
-    assert response["Location"] == f"/?tab=entries&batch={batch}"
-    assert flashes(response) == ["Deleted all your memories: 4 deleted."]
+    # Said once, beside its Undo: in the entry list's box, which the page opens at.
+    assert response["Location"] == f"/?tab=entries&batch={batch}#bulk-result"
+    assert flashes(response) == []
+    shown = text(as_alice.get(response["Location"].split("#")[0]))
+    assert 'id="bulk-result"' in shown
+    assert "Deleted 4 memories together" in shown
+    assert f'hx-post="/memories/batches/{batch}/undo/"' in shown
     assert state(alice) == {}
     assert list(state(bob)) == ["fact:bobs"]
     assert MemoryHistory.objects.filter(user=alice, batch=batch, action="delete").count() == 4
