@@ -148,7 +148,7 @@ def test_the_entries_tab_names_each_search_landmark(signed_in_page, alice):
     page.goto("/?tab=entries")
     searches = page.get_by_role("search")
     expect(searches).to_have_count(2)
-    expect(page.get_by_role("search", name="Search your memory and documents")).to_be_visible()
+    expect(page.get_by_role("search", name="Site search")).to_be_visible()
     expect(page.get_by_role("search", name="Filter entries")).to_be_visible()
 
 
