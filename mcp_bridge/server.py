@@ -232,9 +232,9 @@ def build_server(bridge: DjangoBridge) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        await bridge.ready()  # before any import that needs Django's apps (stdio loads them late)
         from lib.tool_manifest import TOOLS_PATH, tool_names
 
-        await bridge.ready()
         if params.name not in tool_names():
             raise MCPError(
                 types.INVALID_PARAMS,
@@ -309,6 +309,7 @@ def build_server(bridge: DjangoBridge) -> Server[Any]:
         )
 
     async def _markdown(ctx: ServerRequestContext[Any, Any], path: str) -> str:
+        await bridge.ready()  # stdio's credentials (default_scope) are set once Django is
         answer = await bridge.request(outer_scope(ctx), "GET", path, query="format=markdown")
         if not answer.ok:
             data = answer.error_data()

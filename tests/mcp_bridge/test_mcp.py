@@ -635,6 +635,24 @@ def test_mcp_gets_the_web_servers_refusals_first():
     assert json.loads(body)["error"]["code"] == "url_too_long"
 
 
+def test_stdio_first_request_after_initialize_waits_for_django(alice, alice_agent, alice_token):
+    """A client's first request may come while Django is still loading on its thread
+    (mcp_bridge/stdio.py): a tool call, or a resource read, waits for it and is answered."""
+    memory_upsert(user=alice, key="fact:seeded", value="seed", actor=Actor.for_agent(alice_agent))
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(stdio_parameters(alice_token), read_timeout_seconds=CALL_TIMEOUT_S) as c:
+            got = await c.call_tool("get_memory", {"key": "fact:seeded"})
+        async with Client(stdio_parameters(alice_token), read_timeout_seconds=CALL_TIMEOUT_S) as c:
+            working = await c.read_resource("mnemo://working-memory")
+        return got, working
+
+    got, working = run(main)
+    assert got.is_error is False
+    assert got.structured_content["memory"]["value"] == "seed"
+    assert "seed" in working.contents[0].text
+
+
 def test_stdio_answers_initialize_with_the_version_before_django_is_loaded(db):
     """`initialize` needs nothing of Django (mcp_bridge/stdio.py): with no database to reach
     the server still introduces itself, with Mnemo's version, and then says why it cannot
