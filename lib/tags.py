@@ -5,9 +5,7 @@ on every write (pages, the agent API and MCP, imports, capture) and on every fil
 Tags keep letters and digits of any script ("café", "日本語", "привет") and drop the rest:
 lenient in what they take, strict in what they keep. A label with no letter or digit (an
 emoji, "#", "---") keeps nothing and is dropped with a word (tag_notes), never refusing the
-other tags or the entry.
-
-slug_for is an ASCII identifier (an agent's name in its folder and tokens), not a tag."""
+other tags or the entry."""
 
 from __future__ import annotations
 
@@ -15,9 +13,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from anyascii import anyascii
-
 from lib.errors import InvalidInput
+from lib.slugs import romanize
 
 MAX_TAG_LENGTH = 40
 # A label as typed may be longer than the tag kept ("Notes from the quarterly planning call"
@@ -27,18 +24,6 @@ TAG_RULE = (
     "letters and digits of any script, lower-cased, each run of anything else (spaces, "
     "'_', punctuation, emoji) one '-', at most 40 characters"
 )
-_OUTSIDE = re.compile(r"[^a-z0-9_-]+")
-
-
-def slug_for(label: str, max_length: int) -> str:
-    """A label as an ASCII identifier (an agent's name): accents dropped, lower-cased, each
-    run of spaces or other characters outside a-z, 0-9, '_' and '-' one '-', cut to
-    `max_length`, never starting or ending with '-' or '_'; "" if nothing is left.
-
-    "Morning Routine" → "morning-routine", "Café" → "cafe", "data_model" stays."""
-    ascii_text = unicodedata.normalize("NFKD", label).encode("ascii", "ignore").decode()
-    slug = _OUTSIDE.sub("-", ascii_text.lower()).strip("-_")
-    return slug[:max_length].rstrip("-_")
 
 
 def normalize_tag(label: str) -> str:
@@ -118,7 +103,7 @@ def normalize_platform(label: str) -> str:
     """The platform stored for a label, as in its style keys; "" when nothing is left.
 
     Letters and digits of any script romanised as keys are (lib/slugs.py: "微信" →
-    "weixin", accents dropped; an emoji is no name, "🍣" leaves nothing), lower-cased, each
+    "wei_xin", accents dropped; an emoji is no name, "🍣" leaves nothing), lower-cased, each
     run of anything but a-z and 0-9 (spaces, '-', '_', '.') one '_', never at either end,
     cut to 32 characters: "Microsoft Teams" → "microsoft_teams", "Slack" → "slack",
     "Google-Chat" → "google_chat"."""
@@ -126,7 +111,7 @@ def normalize_platform(label: str) -> str:
         char if unicodedata.category(char)[0] in "LN" else " "
         for char in unicodedata.normalize("NFKC", label)
     )
-    ascii_text = anyascii(letters)
+    ascii_text = romanize(letters)
     platform = _NOT_PLATFORM.sub("_", ascii_text.lower()).strip("_")
     return platform[:MAX_PLATFORM_LENGTH].rstrip("_")
 
